@@ -1,0 +1,65 @@
+"""`pgpathbench doctor`: what is installed, what is missing, and how to get it."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+
+import psycopg
+
+from .errors import UserError
+from .servers import binaries
+from .servers.cluster import postmaster_pid
+from .workspace import Workspace
+
+OK, MISSING, NOTE = "ok", "MISSING", "note"
+
+
+def checks(workspace: str | None, server_user: str | None, pg_bindir: str | None,
+           results_dsn: str | None) -> tuple[list[list[str]], bool]:
+    rows: list[list[str]] = []
+
+    def add(name: str, good: bool, detail: str, required: bool = True) -> None:
+        rows.append([name, OK if good else (MISSING if required else NOTE), detail])
+
+    try:
+        bins = binaries.resolve(15, pg_bindir)
+        for tool in (*binaries.SERVER_TOOLS, *binaries.CLIENT_TOOLS):
+            path = bins.path(tool)
+            add(tool, path.is_file(), str(path) if path.is_file() else f"{path}: make bootstrap installs postgresql-15")
+        if bins.path("postgres").is_file():
+            add("server version", True, bins.version())
+        for ext in ("postgres_fdw", "file_fdw"):
+            add(f"extension {ext}", bins.has_extension(ext), str(bins.sharedir() / "extension"))
+    except UserError as e:
+        add("PostgreSQL binaries", False, str(e))
+    for pkg in ("psycopg", "rich"):
+        try:
+            add(f"python {pkg}", True, importlib.metadata.version(pkg))
+        except importlib.metadata.PackageNotFoundError:
+            add(f"python {pkg}", False, "make bootstrap")
+    add("libpq (psycopg)", True, str(psycopg.pq.version()))
+    try:
+        ws = Workspace.open(workspace, server_user)
+        add("workspace", os.access(ws.root, os.W_OK), str(ws.root))
+        add("server user", True, f"{ws.server_user.name} (uid {ws.server_user.uid})"
+            + (" — pgpathbench runs as root, servers do not" if os.geteuid() == 0 else ""))
+        running = postmaster_pid(ws.results_dir / "data")
+        add("results cluster", True, (f"{ws.results_dir} (running, pid {running})" if running else
+                                      f"{ws.results_dir} (stopped)" if (ws.results_dir / "data").exists() else
+                                      "not created yet: made on first use"))
+        leftovers = [p for p in ws.servers_dir.glob("*/*/data") if postmaster_pid(p)]
+        add("running study servers", True, f"{len(leftovers)}" + (" (pgpathbench clean stops them)" if leftovers else ""))
+    except UserError as e:
+        add("workspace", False, str(e))
+    if results_dsn:
+        try:
+            psycopg.connect(results_dsn, connect_timeout=5).close()
+            add("--results-dsn", True, "reachable")
+        except psycopg.Error as e:
+            add("--results-dsn", False, str(e).strip().splitlines()[-1])
+    for tool, why in (("toxiproxy-server", "remote links (later issue)"), ("ip", "network namespaces")):
+        found = shutil.which(tool)
+        add(tool, bool(found), found or f"not found: {why}", required=False)
+    return rows, all(r[1] != MISSING for r in rows)

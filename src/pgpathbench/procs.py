@@ -1,0 +1,119 @@
+"""Child processes that never outlive the tool.
+
+Every process the tool starts (servers, pgbench, clients) gets PR_SET_PDEATHSIG, so that even a
+SIGKILL of the tool ends them, and its own session, so that a terminal's Ctrl-C reaches only
+the tool, which then stops them in order. When the tool runs as root, servers are started as an
+unprivileged user (PostgreSQL refuses root anyway).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pwd
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from .errors import UserError
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent(sig: int):
+    def preexec() -> None:
+        _libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        # The parent may have died between fork and prctl.
+        if os.getppid() == 1:
+            os.kill(os.getpid(), sig)
+
+    return preexec
+
+
+@dataclass(frozen=True)
+class OsUser:
+    """Who runs managed servers: the invoking user, or an unprivileged one when we are root."""
+
+    name: str
+    uid: int
+    gid: int
+
+    @property
+    def is_me(self) -> bool:
+        return self.uid == os.geteuid()
+
+    @classmethod
+    def for_servers(cls, requested: str | None = None) -> "OsUser":
+        if os.geteuid() != 0:
+            me = pwd.getpwuid(os.geteuid())
+            return cls(me.pw_name, me.pw_uid, me.pw_gid)
+        name = requested or "postgres"
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise UserError(
+                f"--server-user: no OS user '{name}' to run servers as (PostgreSQL refuses root); "
+                "create it (adduser --system postgres) or name another unprivileged user"
+            ) from None
+        if entry.pw_uid == 0:
+            raise UserError("--server-user: must be an unprivileged user, not root")
+        return cls(entry.pw_name, entry.pw_uid, entry.pw_gid)
+
+    def chown(self, path: Path) -> None:
+        if not self.is_me:
+            os.chown(path, self.uid, self.gid)
+
+    def _identity(self) -> dict:
+        if self.is_me:
+            return {}
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+
+    def env(self) -> dict:
+        env = dict(os.environ)
+        if not self.is_me:
+            env.update(HOME=pwd.getpwuid(self.uid).pw_dir, USER=self.name, LOGNAME=self.name)
+        return env
+
+    def run(self, args: Sequence[str], **kw) -> subprocess.CompletedProcess:
+        """Run a short command as this user and wait for it (initdb, ...)."""
+        return subprocess.run(
+            list(args), env=kw.pop("env", self.env()), cwd=kw.pop("cwd", "/"),
+            preexec_fn=_die_with_parent(signal.SIGKILL), start_new_session=True,
+            **self._identity(), **kw,
+        )
+
+    def spawn(self, args: Sequence[str], stop_signal: int = signal.SIGINT, **kw) -> subprocess.Popen:
+        """Start a long-lived child as this user; it gets stop_signal if the tool dies."""
+        return subprocess.Popen(
+            list(args), env=kw.pop("env", self.env()), cwd=kw.pop("cwd", "/"),
+            preexec_fn=_die_with_parent(stop_signal), start_new_session=True,
+            **self._identity(), **kw,
+        )
+
+
+def run_client(args: Sequence[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a client (pgbench, a native client) as ourselves; kill it if we are interrupted."""
+    proc = subprocess.Popen(
+        list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=_die_with_parent(signal.SIGKILL), start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,53 @@
+"""Progress of long work: a bar per study on a terminal, one line per measurement otherwise."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from .stats import format_number
+
+
+class ProgressReporter:
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self.live = self.console.is_terminal
+        self._bar: Progress | None = None
+        self._task = None
+        self.done = self.total = 0
+
+    def log(self, message: str) -> None:
+        self.console.print(f"[dim]·[/dim] {message}", highlight=False)
+
+    def start(self, study: str, total: int, done: int) -> None:
+        self.total, self.done = total, done
+        if done:
+            self.log(f"{study}: {done} of {total} measurements already stored, measuring the rest")
+        if self.live:
+            self._bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("cases x rounds"), TimeElapsedColumn(), TextColumn("ETA"),
+                                 TimeRemainingColumn(), console=self.console, transient=False)
+            self._bar.start()
+            self._task = self._bar.add_task(study, total=total, completed=done)
+
+    def measured(self, case_id: str, round_no: int, headline: str) -> None:
+        self.done += 1
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1)
+        else:
+            self.console.print(f"[{self.done}/{self.total}] round {round_no} {case_id}: {headline}", highlight=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def headline(metrics: dict | None, error: str | None) -> str:
+    if error:
+        return f"FAILED: {error}"
+    shown = [f"{k}={format_number(float(metrics[k]))}" for k in ("tps", "latency_ms", "duration_s")
+             if k in (metrics or {})]
+    return " ".join(shown[:2]) or "ok"

@@ -1,0 +1,45 @@
+"""Report tables -> terminal (rich), markdown."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from ..stats import format_number
+from . import Table
+
+
+def cell(value: object) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return format_number(value)
+    return str(value)
+
+
+def to_terminal(tables: Iterable[Table], console: Console) -> None:
+    for t in tables:
+        rt = RichTable(title=t.title, title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
+        for i, c in enumerate(t.columns):
+            rt.add_column(c, justify="left" if i < t.align_left else "right", no_wrap=i == 0)
+        for row in t.rows:
+            rt.add_row(*(cell(v) for v in row))
+        console.print(rt)
+        for note in t.notes:
+            console.print(f"  {note}", highlight=False)
+        console.print()
+
+
+def to_markdown(tables: Iterable[Table]) -> str:
+    out = []
+    for t in tables:
+        out.append(f"### {t.title}\n")
+        out.append("| " + " | ".join(t.columns) + " |")
+        out.append("|" + "|".join("---" if i < t.align_left else "---:" for i in range(len(t.columns))) + "|")
+        for row in t.rows:
+            out.append("| " + " | ".join(cell(v).replace("|", "\\|") for v in row) + " |")
+        out.extend(["", *(f"{n}  " for n in t.notes), ""])
+    return "\n".join(out)

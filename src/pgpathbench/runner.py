@@ -1,0 +1,131 @@
+"""The loop every study shares: rounds, shuffled order, one commit per measurement, resume,
+interrupts.
+
+For round in 1..R, every case in an order shuffled by (seed, round), measured once and
+committed at once: interleaving keeps machine drift out of comparisons, and a crash loses at
+most the measurement in flight. A resumed run replays the same orders and measures only the
+(case, round) pairs not yet stored. SIGINT and SIGTERM stop the measurement in flight, mark
+the run interrupted and tear down every server; the run can be resumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import time
+import traceback
+from datetime import datetime, timezone
+
+from .environment import host_fingerprint
+from .errors import CaseError, Interrupted, UserError
+from .matrix import round_order
+from .procs import pid_alive
+from .progress import ProgressReporter, headline
+from .servers.binaries import PgBinaries
+from .servers.topology import Servers
+from .store import ResultsStore
+from .studies import get as get_study
+from .studies.base import StudyEnv, StudyOptions
+from .workspace import Workspace
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+@contextlib.contextmanager
+def signals_interrupt():
+    """SIGINT/SIGTERM raise Interrupted once; later ones are ignored while we clean up."""
+    def handler(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class Runner:
+    def __init__(self, store: ResultsStore, workspace: Workspace, bins: PgBinaries,
+                 progress: ProgressReporter, keep_servers: bool = False):
+        self.store, self.workspace, self.bins = store, workspace, bins
+        self.progress, self.keep_servers = progress, keep_servers
+
+    def start(self, options: StudyOptions, seed: int | None = None) -> str:
+        run_id = new_run_id()
+        seed = secrets.randbits(31) if seed is None else seed
+        self.store.create_run(run_id, [options.study], options.preset,
+                              {"studies": [options.to_json()], "pg_bindir": str(self.bins.bindir)}, seed)
+        self.progress.log(f"run {run_id}: {options.study}, preset {options.preset}, "
+                          f"{options.repeat} rounds, seed {seed}")
+        self._execute(run_id, options, seed)
+        return run_id
+
+    def resume(self, run_ref: str) -> str:
+        run = self.store.run(run_ref)
+        if run["status"] == "running" and run["pid"] and pid_alive(run["pid"]):
+            raise UserError(f"--resume: run {run['run_id']} is still running (pid {run['pid']}); "
+                            "wait for it or stop it first")
+        if run["status"] == "finished":
+            raise UserError(f"--resume: run {run['run_id']} is already complete; 'pgpathbench report {run['run_id']}'")
+        options = StudyOptions.from_json(run["options"]["studies"][0])
+        self.progress.log(f"resuming run {run['run_id']} ({run['status']}): {options.study}")
+        self._execute(run["run_id"], options, run["seed"])
+        return run["run_id"]
+
+    def _execute(self, run_id: str, options: StudyOptions, seed: int) -> None:
+        study = get_study(options.study)
+        cases = study.cases(options)
+        self.store.add_cases(run_id, cases)
+        done = self.store.done(run_id)
+        todo = [(r, c) for r in range(1, options.repeat + 1) for c in round_order(cases, seed, r)
+                if (study.name, c.case_id, r) not in done]
+        session = self.store.start_session(run_id, host_fingerprint())
+        measure_s = bookkeeping_s = 0.0
+        try:
+            with signals_interrupt(), Servers(self.workspace, run_id, self.bins, self.keep_servers) as servers:
+                if todo:
+                    env = StudyEnv(options, self.bins, servers, self.progress.log)
+                    t0 = time.monotonic()
+                    study.prepare(env)
+                    self.progress.log(f"prepared in {time.monotonic() - t0:.1f} s")
+                    self.store.update_session(run_id, session, {"servers": servers.fingerprint(), **env.fingerprint})
+                    self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo))
+                    for round_no, case in todo:
+                        started_at = datetime.now(timezone.utc)
+                        t0 = time.perf_counter()
+                        try:
+                            metrics, error = study.measure(env, case), None
+                        except CaseError as e:
+                            metrics, error = None, str(e)
+                        t1 = time.perf_counter()
+                        self.store.add_measurement(run_id, case, round_no, session, started_at, t1 - t0, metrics, error)
+                        self.progress.measured(case.case_id, round_no, headline(metrics, error))
+                        measure_s += t1 - t0
+                        bookkeeping_s += time.perf_counter() - t1
+                    self.progress.close()
+        except Interrupted as e:
+            self.progress.close()
+            self._finish(run_id, "interrupted", measure_s, bookkeeping_s,
+                         {"interrupted_by": signal.Signals(e.signum).name})
+            raise
+        except BaseException as e:
+            self.progress.close()
+            self._finish(run_id, "failed", measure_s, bookkeeping_s,
+                         {"error": "".join(traceback.format_exception_only(type(e), e)).strip()})
+            raise
+        self._finish(run_id, "finished", measure_s, bookkeeping_s, {})
+
+    def _finish(self, run_id: str, status: str, measure_s: float, bookkeeping_s: float, extra: dict) -> None:
+        total = measure_s + bookkeeping_s
+        summary = {"last_session": {"measure_s": round(measure_s, 3), "bookkeeping_s": round(bookkeeping_s, 4),
+                                    "bookkeeping_fraction": round(bookkeeping_s / total, 6) if total else None},
+                   **extra}
+        with contextlib.suppress(Exception):  # the run's record must not mask why we stop
+            self.store.finish_run(run_id, status, summary)

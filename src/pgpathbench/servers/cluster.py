@@ -1,0 +1,240 @@
+"""A managed PostgreSQL cluster: init, configure, start, stop, connect.
+
+Never as root: data, socket and log directories belong to an unprivileged user. The server
+listens on 127.0.0.1 only, on a free port found at start; its unix socket sits in a private
+0700 directory (trust there, since only its owner can reach it); TCP needs a generated password
+(scram-sha-256) kept 0600 beside the data. The postmaster is our child with PDEATHSIG=SIGINT, so
+a fast shutdown follows the tool wherever it dies.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from ..errors import UserError
+from ..procs import OsUser, pid_alive
+from .binaries import PgBinaries
+
+SUPERUSER = "pgpathbench"
+START_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 60
+MAX_SOCKET_PATH = 100  # sun_path is 108 bytes, and PostgreSQL appends /.s.PGSQL.NNNNN
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    name: str
+    root: Path                      # everything of this cluster lives below
+    bins: PgBinaries
+    user: OsUser
+    settings: dict[str, str] = field(default_factory=dict)
+    port: int | None = None
+    _proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    # -- paths ------------------------------------------------------------------------------
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def sockdir(self) -> Path:
+        return self.root / "sock"
+
+    @property
+    def logfile(self) -> Path:
+        return self.root / "server.log"
+
+    @property
+    def password_file(self) -> Path:
+        return self.root / "password"
+
+    @property
+    def password(self) -> str:
+        return self.password_file.read_text().strip()
+
+    # -- life cycle -------------------------------------------------------------------------
+    def ensure_initialised(self) -> None:
+        if (self.data / "PG_VERSION").exists():
+            return
+        if len(str(self.sockdir)) + 20 > MAX_SOCKET_PATH:
+            raise UserError(f"--workspace: path too long for a unix socket ({self.sockdir}); use a shorter one")
+        self.root.mkdir(parents=True, exist_ok=True)
+        for d in (self.root, self.sockdir):
+            d.mkdir(exist_ok=True)
+            os.chmod(d, 0o700)
+            self.user.chown(d)
+        secret = secrets.token_urlsafe(24)
+        fd = os.open(self.password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secret + "\n")
+        pwfile = self.root / "initdb.pw"
+        pwfile.write_text(secret + "\n")
+        os.chmod(pwfile, 0o600)
+        self.user.chown(pwfile)
+        try:
+            res = self.user.run(
+                [str(self.bins.path("initdb")), "-D", str(self.data), "-U", SUPERUSER,
+                 f"--pwfile={pwfile}", "--auth-local=trust", "--auth-host=scram-sha-256",
+                 "-E", "UTF8", "--locale=C", "--no-sync"],
+                capture_output=True, text=True,
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"initdb of {self.name} failed: {res.stderr.strip()}")
+        # Only loopback TCP, only with a password; the socket directory is private.
+        hba = ("local all all trust\n"
+               "host all all 127.0.0.1/32 scram-sha-256\n")
+        (self.data / "pg_hba.conf").write_text(hba)
+        with open(self.data / "postgresql.conf", "a") as f:
+            f.write("\ninclude_if_exists 'pgpathbench.conf'\n")
+
+    def _write_settings(self) -> None:
+        conf = {
+            "listen_addresses": "'127.0.0.1'",
+            "port": str(self.port),
+            "unix_socket_directories": f"'{self.sockdir}'",
+            "unix_socket_permissions": "0700",
+            "logging_collector": "off",
+            **{k: _quote(v) for k, v in self.settings.items()},
+        }
+        path = self.data / "pgpathbench.conf"
+        path.write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
+        self.user.chown(path)
+
+    def start(self) -> "Cluster":
+        self.ensure_initialised()
+        self.stop_orphan()
+        for attempt in range(5):
+            self.port = free_port()
+            self._write_settings()
+            log = open(self.logfile, "ab")
+            self.user.chown(self.logfile)
+            self._proc = self.user.spawn([str(self.bins.path("postgres")), "-D", str(self.data)],
+                                         stdout=log, stderr=subprocess.STDOUT)
+            log.close()
+            if self._wait_ready():
+                return self
+            if "could not bind" not in self.log_tail():  # a port race is retried, anything else is not
+                break
+        raise RuntimeError(f"server {self.name} did not start; log {self.logfile}:\n{self.log_tail()}")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                return False
+            try:
+                psycopg.connect(self.conninfo(), connect_timeout=2).close()
+                return True
+            except psycopg.OperationalError:
+                time.sleep(0.05)
+        self.stop()
+        return False
+
+    def stop(self) -> None:
+        """Fast shutdown, waited for; then nothing of this server remains running."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 10), (signal.SIGKILL, 10)):
+            proc.send_signal(sig)
+            try:
+                proc.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def stop_orphan(self) -> bool:
+        """Stop a postmaster left by an earlier process of ours (recorded in postmaster.pid)."""
+        pid = postmaster_pid(self.data)
+        if pid is None or (self._proc and self._proc.pid == pid):
+            return False
+        stop_pid(pid)
+        return True
+
+    def remove(self) -> None:
+        self.stop()
+        self.stop_orphan()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.logfile.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    # -- connecting -------------------------------------------------------------------------
+    def conninfo(self, dbname: str = "postgres", transport: str = "unix") -> str:
+        if transport == "unix":
+            return f"host={self.sockdir} port={self.port} user={SUPERUSER} dbname={dbname}"
+        return f"host=127.0.0.1 port={self.port} user={SUPERUSER} dbname={dbname} password={self.password}"
+
+    def connect(self, dbname: str = "postgres", **kw) -> psycopg.Connection:
+        return psycopg.connect(self.conninfo(dbname), autocommit=True, **kw)
+
+    def execute(self, dbname: str, *statements: str) -> None:
+        with self.connect(dbname) as conn:
+            for sql in statements:
+                conn.execute(sql)
+
+    def create_database(self, dbname: str) -> None:
+        with self.connect() as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
+                conn.execute(f'CREATE DATABASE "{dbname}"')
+
+    def fingerprint(self) -> dict:
+        """What of this server changes a result: version and every non-default setting."""
+        with self.connect() as conn:
+            version = conn.execute("SELECT version()").fetchone()[0]
+            settings = dict(conn.execute(
+                "SELECT name, setting FROM pg_settings WHERE source NOT IN ('default', 'override') "
+                "AND name NOT IN ('port', 'unix_socket_directories', 'data_directory', 'config_file', "
+                "'hba_file', 'ident_file') ORDER BY name").fetchall())
+        return {"version": version, "major": self.bins.major, "settings": settings,
+                "auth": {"local": "trust (private 0700 socket dir)", "tcp": "scram-sha-256"}}
+
+
+def _quote(value: str) -> str:
+    return value if value.replace(".", "").isdigit() else "'" + value.replace("'", "''") + "'"
+
+
+def postmaster_pid(datadir: Path) -> int | None:
+    try:
+        pid = int((datadir / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (FileNotFoundError, ValueError, PermissionError):
+        return None
+    return pid if pid_alive(pid) else None
+
+
+def stop_pid(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
+    for sig, wait in ((signal.SIGINT, timeout), (signal.SIGQUIT, 10), (signal.SIGKILL, 10)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                return
+            time.sleep(0.05)

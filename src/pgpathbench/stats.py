@@ -1,0 +1,122 @@
+"""Pure statistics: summaries, confidence intervals, paired ratios, normalisation.
+
+Intervals for medians are distribution-free order-statistic intervals: for n values sorted,
+[x(k), x(n+1-k)] covers the true median with probability 1 - 2*P(Binomial(n, 1/2) < k).
+They assume nothing about the shape of timing noise, need no resampling (the same data give
+the same interval), and tell the truth at small n: with 3 rounds the widest interval, min to
+max, only covers 75%, and the summary says so instead of pretending to 95%.
+Ratios are paired by round (both sides measured in the same round, close in time), so drift
+of a shared, noisy machine cancels within each pair.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+CONFIDENCE = 0.95
+
+
+def median_ci_rank(n: int, confidence: float = CONFIDENCE) -> tuple[int, float]:
+    """The 1-based rank k of the interval [x(k), x(n+1-k)], and the coverage it achieves.
+
+    k is the largest rank whose coverage still reaches `confidence`; when even min..max
+    (k = 1) falls short, k = 1 and its lower coverage are returned.
+    """
+    if n < 1:
+        raise ValueError("no values")
+    best_k, best_cov = 1, 1 - 2 * 0.5 ** n
+    below = 0.0  # P(Binomial(n, 1/2) <= k - 1)
+    for k in range(1, (n + 1) // 2 + 1):
+        below += math.comb(n, k - 1) * 0.5 ** n
+        coverage = 1 - 2 * below
+        if coverage < confidence:
+            break
+        best_k, best_cov = k, coverage
+    return best_k, best_cov
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    ci_low: float
+    ci_high: float
+    coverage: float          # what the interval really covers (below 0.95 only for n <= 5)
+    mean: float
+    min: float
+    max: float
+    stdev: float             # 0 for a single value
+    outliers: int            # values flagged by median absolute deviation
+
+    def excludes(self, value: float) -> bool:
+        """The interval lies wholly on one side of `value` (e.g. a ratio's 1)."""
+        return self.ci_low > value or self.ci_high < value
+
+    @property
+    def ci_text(self) -> str:
+        note = "" if self.coverage >= CONFIDENCE else f" ({self.coverage:.0%})"
+        return f"[{format_number(self.ci_low)}, {format_number(self.ci_high)}]{note}"
+
+
+def summarise(values: Sequence[float], confidence: float = CONFIDENCE) -> Summary:
+    xs = sorted(float(v) for v in values)
+    if not xs:
+        raise ValueError("no values to summarise")
+    n = len(xs)
+    k, coverage = median_ci_rank(n, confidence)
+    return Summary(
+        n=n, median=statistics.median(xs), ci_low=xs[k - 1], ci_high=xs[n - k], coverage=coverage,
+        mean=statistics.fmean(xs), min=xs[0], max=xs[-1],
+        stdev=statistics.stdev(xs) if n > 1 else 0.0, outliers=len(outliers(xs)),
+    )
+
+
+def mad(values: Sequence[float]) -> float:
+    """Median absolute deviation from the median (unscaled)."""
+    med = statistics.median(values)
+    return statistics.median(abs(v - med) for v in values)
+
+
+def outliers(values: Sequence[float], threshold: float = 3.5) -> list[int]:
+    """Indices whose modified z-score 0.6745*|x - median|/MAD exceeds threshold (Iglewicz-Hoaglin)."""
+    if len(values) < 3:
+        return []
+    med, spread = statistics.median(values), mad(values)
+    if spread == 0:  # more than half the values equal the median: any other is infinitely far
+        return [i for i, v in enumerate(values) if v != med]
+    return [i for i, v in enumerate(values) if 0.6745 * abs(v - med) / spread > threshold]
+
+
+def paired_ratios(numerator: Mapping[int, float], denominator: Mapping[int, float]) -> list[float]:
+    """numerator[r] / denominator[r] for every round r measured on both sides (and non-zero)."""
+    return [numerator[r] / denominator[r] for r in sorted(numerator.keys() & denominator.keys())
+            if denominator[r] != 0]
+
+
+def ratio_summary(numerator: Mapping[int, float], denominator: Mapping[int, float]) -> Summary | None:
+    ratios = paired_ratios(numerator, denominator)
+    return summarise(ratios) if ratios else None
+
+
+def normalise(x: float, lo: float, hi: float) -> float:
+    """Seed 003's normalised duration: (x - min) / (max - min) within a group; 0 when flat."""
+    return 0.0 if hi == lo else (x - lo) / (hi - lo)
+
+
+def format_number(x: float | None) -> str:
+    """Four significant figures, without exponent for the ranges benchmarks produce."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    ax = abs(x)
+    if ax >= 1000:
+        return f"{x:,.0f}"
+    if ax >= 100:
+        return f"{x:.1f}"
+    if ax >= 10:
+        return f"{x:.2f}"
+    if ax >= 1:
+        return f"{x:.3f}"
+    return f"{x:.4f}"

@@ -1,0 +1,16 @@
+"""The registry of studies, by name."""
+
+from __future__ import annotations
+
+from ..errors import UserError
+from .base import Study
+from .fdw_overhead import FdwOverhead
+
+STUDIES: dict[str, Study] = {s.name: s for s in (FdwOverhead(),)}
+
+
+def get(name: str) -> Study:
+    try:
+        return STUDIES[name]
+    except KeyError:
+        raise UserError(f"STUDY: unknown study '{name}'; choose from {', '.join(STUDIES)}") from None

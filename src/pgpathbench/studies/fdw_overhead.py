@@ -1,0 +1,297 @@
+"""fdw-overhead (seeds 000, 001): pgbench over a local table vs postgres_fdw.
+
+Two managed instances, as in the seeds: `source` holds the pgbench tables (database source)
+and a database localfdw whose foreign tables reach source on the same instance (FDW_local);
+`external` holds databases external and external_ro whose foreign tables reach the source
+instance (FDW_external, FDW_ext_ro with updatable 'false', Snippet 2). Snippet 1 is followed
+(IMPORT FOREIGN SCHEMA of the four tables over TCP to 127.0.0.1).
+
+What we know now that the seeds did not say: pgbench always runs with -n, because without it
+pgbench TRUNCATEs pgbench_history and postgres_fdw (14+) sends that TRUNCATE to the source; the
+source is instead vacuumed directly before every read-write measurement (what -n skips).
+All transactions run at REPEATABLE READ, as in the seeds (postgres_fdw uses it remotely), so
+several read-write clients meet serialization failures: pgbench retries them (--max-tries) and
+failures and retries are kept with each measurement.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections import defaultdict
+
+from psycopg import sql
+
+from ..errors import CaseError, UserError
+from ..matrix import Case, Dimension, Parameter, Preset, cross, positive_int
+from ..procs import run_client
+from ..references import FDW_OVERHEAD_LATENCY_MS, FDW_OVERHEAD_TPS, published_tps_ratio
+from ..report import Table
+from ..stats import ratio_summary, summarise
+from .base import StudyEnv, StudyOptions
+
+TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
+TARGET_LABEL = {"local": "local", "fdw_local": "FDW_local", "fdw_external": "FDW_external",
+                "fdw_external_ro": "FDW_ext_ro"}
+ISOLATIONS = {"repeatable-read": "repeatable read", "read-committed": "read committed",
+              "serializable": "serializable"}
+PGBENCH_GRACE_S = 60   # pgbench -T ends on time; past duration + grace it is hung
+
+
+def _duration(v: str) -> int:
+    try:
+        x = float(v)
+    except ValueError:
+        raise ValueError(f"'{v}' is not a number of seconds") from None
+    if not x > 0:
+        raise ValueError(f"must be a positive number of seconds, got {v}")
+    if x != int(x):
+        raise ValueError(f"pgbench takes whole seconds, got {v}")
+    return int(x)
+
+
+def _count(what: str, minimum: int):
+    def parse(v: str) -> int:
+        if not v.isdigit() or int(v) < minimum:
+            raise ValueError(f"'{v}' is not a whole number >= {minimum} of {what}")
+        return int(v)
+    return parse
+
+
+def _isolation(v: str) -> str:
+    if v not in ISOLATIONS:
+        raise ValueError(f"unknown isolation '{v}'; choose from {','.join(ISOLATIONS)}")
+    return v
+
+
+class FdwOverhead:
+    name = "fdw-overhead"
+    title = "pgbench through a local table vs postgres_fdw"
+    seeds = ("000", "001")
+    required_tools = ("initdb", "postgres", "pgbench")
+    dimensions = {
+        "workload": Dimension("workload", "ro: pgbench -S (select only); rw: the default TPC-B-like script",
+                              ("ro", "rw")),
+        "target": Dimension("target", "where pgbench connects: the table itself, or foreign tables over it",
+                            ("local", "fdw_local", "fdw_external", "fdw_external_ro")),
+        "clients": Dimension("clients", "pgbench -c: concurrent client sessions", parse=positive_int("clients")),
+    }
+    parameters = {
+        "scale": Parameter("scale", "pgbench scale factor of the source (100 = 10M accounts)", _count("scale", 1)),
+        "duration": Parameter("duration", "seconds per measurement (pgbench -T)", _duration),
+        "max_tries": Parameter("max_tries", "pgbench --max-tries for serialization failures", _count("tries", 1), 10),
+        "isolation": Parameter("isolation", "default_transaction_isolation on every database",
+                               _isolation, "repeatable-read"),
+    }
+    presets = {
+        "quick": Preset("quick", "scale 1, 3 rounds x 2 s (demo, tests)", 3, {"scale": 1, "duration": 2}),
+        "standard": Preset("standard", "scale 10, 5 rounds x 10 s", 5, {"scale": 10, "duration": 10}),
+        "paper": Preset("paper", "the seeds: scale 100, 10 rounds x 10 s", 10, {"scale": 100, "duration": 10}),
+    }
+    default_dims = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5")}
+
+    # -- the matrix -------------------------------------------------------------------------
+    def cases(self, options: StudyOptions) -> list[Case]:
+        # updatable 'false' foreign tables cannot take pgbench's writes: RO only, as in seed 001.
+        return cross(self.name, options.dims,
+                     exclude=lambda d: d["workload"] == "rw" and d["target"] == "fdw_external_ro")
+
+    # -- servers and data -------------------------------------------------------------------
+    def prepare(self, env: StudyEnv) -> None:
+        p = env.options.params
+        t0 = time.monotonic()
+        source = env.servers.cluster("source")
+        needs_external = any(t.startswith("fdw_external") for t in env.options.dims["target"])
+        external = env.servers.cluster("external") if needs_external else None
+        env.log(f"servers up in {time.monotonic() - t0:.1f} s")
+
+        t0 = time.monotonic()
+        source.create_database("source")
+        res = subprocess.run(
+            [str(env.bins.path("pgbench")), "-i", "-q", "-s", str(p["scale"]), "--init-steps=dtGvp",
+             "-h", str(source.sockdir), "-p", str(source.port), "-U", "pgpathbench", "source"],
+            capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"pgbench -i failed: {res.stderr.strip()}")
+        env.log(f"pgbench data at scale {p['scale']} loaded in {time.monotonic() - t0:.1f} s")
+
+        isolation = ISOLATIONS[p["isolation"]]
+        targets = {"local": (source, "source")}
+        source.execute("source", f"ALTER DATABASE source SET default_transaction_isolation = '{isolation}'")
+        wanted = {"fdw_local": (source, "localfdw"), "fdw_external": (external, "external"),
+                  "fdw_external_ro": (external, "external_ro")}
+        for target in env.options.dims["target"]:
+            if target == "local":
+                continue
+            cluster, db = wanted[target]
+            self._create_foreign_tables(cluster, db, source, isolation, readonly=target == "fdw_external_ro")
+            targets[target] = (cluster, db)
+        env.state["targets"] = targets
+        env.state["source"] = source
+        env.fingerprint["pgbench"] = subprocess.run(
+            [str(env.bins.path("pgbench")), "--version"], capture_output=True, text=True).stdout.strip()
+        env.fingerprint["fdw_overhead"] = {
+            "scale": p["scale"], "isolation": isolation, "pgbench_flags": "-n always; --max-tries",
+            "foreign_server": "postgres_fdw over TCP 127.0.0.1 (scram-sha-256)"}
+
+    @staticmethod
+    def _create_foreign_tables(cluster, db, source, isolation: str, readonly: bool) -> None:
+        cluster.create_database(db)
+        statements = [
+            "CREATE EXTENSION IF NOT EXISTS postgres_fdw",
+            sql.SQL("CREATE SERVER source_server FOREIGN DATA WRAPPER postgres_fdw "
+                    "OPTIONS (host '127.0.0.1', port {}, dbname 'source')").format(sql.Literal(str(source.port))),
+            sql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER source_server "
+                    "OPTIONS (user 'pgpathbench', password {})").format(sql.Literal(source.password)),
+            sql.SQL("IMPORT FOREIGN SCHEMA public LIMIT TO ({}) FROM SERVER source_server INTO public").format(
+                sql.SQL(", ").join(map(sql.Identifier, TABLES))),
+            sql.SQL("ALTER DATABASE {} SET default_transaction_isolation = {}").format(
+                sql.Identifier(db), sql.Literal(isolation)),
+        ]
+        if readonly:  # seed 000, Snippet 2
+            statements += [sql.SQL("ALTER FOREIGN TABLE {} OPTIONS (updatable 'false')").format(sql.Identifier(t))
+                           for t in TABLES]
+        with cluster.connect(db) as conn:
+            for s in statements:
+                conn.execute(s)
+
+    # -- one measurement --------------------------------------------------------------------
+    def measure(self, env: StudyEnv, case: Case) -> dict:
+        p = env.options.params
+        cluster, db = env.state["targets"][case["target"]]
+        if case["workload"] == "rw":
+            # What pgbench -n skips, done on the source itself: never through a foreign table.
+            env.state["source"].execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers",
+                                        "TRUNCATE pgbench_history")
+        duration = int(p["duration"])
+        args = [str(env.bins.path("pgbench")), "-n", "-c", case["clients"], "-T", str(duration),
+                "-P", str(duration + 1),   # a progress interval past the end: no lines, but latency stddev
+                f"--max-tries={p['max_tries']}",
+                "-h", str(cluster.sockdir), "-p", str(cluster.port), "-U", "pgpathbench", db]
+        if case["workload"] == "ro":
+            args.insert(2, "-S")
+        try:
+            res = run_client(args, timeout=duration + PGBENCH_GRACE_S, env={**os.environ, "PGAPPNAME": "pgpathbench"})
+        except subprocess.TimeoutExpired:
+            raise CaseError(f"pgbench did not finish within {duration + PGBENCH_GRACE_S} s") from None
+        if res.returncode != 0:
+            lines = [l for l in res.stderr.splitlines() if l.strip()]
+            raise CaseError(f"pgbench exit {res.returncode}: {lines[-1] if lines else 'no message'}")
+        return parse_pgbench(res.stdout)
+
+    # -- the report -------------------------------------------------------------------------
+    def report(self, run: dict, measurements: list[dict]) -> list[Table]:
+        series: dict[tuple[str, str, int], dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+        failed: dict[tuple[str, str, int], list[str]] = defaultdict(list)
+        for m in measurements:
+            if m["study"] != self.name:
+                continue
+            d = m["dims"]
+            key = (d["workload"], d["target"], int(d["clients"]))
+            if not m["ok"]:
+                failed[key].append(m["error"])
+                continue
+            for metric in ("tps", "latency_ms", "failures", "retries", "initial_connection_ms"):
+                if m["metrics"].get(metric) is not None:
+                    series[key][metric][m["round"]] = float(m["metrics"][metric])
+        order = {t: i for i, t in enumerate(TARGET_LABEL)}
+        keys = sorted(series, key=lambda k: (k[0], k[2], order[k[1]]))
+        tables = [self._aggregate_table("TPS (without initial connection time)", "tps", keys, series,
+                                        FDW_OVERHEAD_TPS),
+                  self._aggregate_table("Latency average, ms", "latency_ms", keys, series,
+                                        FDW_OVERHEAD_LATENCY_MS),
+                  self._ratio_table(keys, series)]
+        retry_rows = [[_bench(k), _med(series[k].get("failures")), _med(series[k].get("retries")),
+                       _med(series[k].get("initial_connection_ms"))]
+                      for k in keys if any(series[k].get(x) and max(series[k][x].values()) > 0
+                                           for x in ("failures", "retries"))]
+        if retry_rows:
+            tables.append(Table("Serialization failures and retries per measurement (median)",
+                                ["Bench", "Failed txns", "Retries", "Init. conn. ms"], retry_rows,
+                                ["Failed: still failing after --max-tries; retried transactions are counted in TPS."]))
+        if failed:
+            tables.append(Table("Failed measurements", ["Bench", "n", "Last error"],
+                                [[_bench(k), len(v), v[-1]] for k, v in sorted(failed.items())]))
+        return tables
+
+    @staticmethod
+    def _aggregate_table(title, metric, keys, series, published) -> Table:
+        rows = []
+        for k in keys:
+            values = series[k].get(metric)
+            if not values:
+                continue
+            s = summarise(list(values.values()))
+            ref = published.get(k)
+            rows.append([_bench(k), k[0].upper(), TARGET_LABEL[k[1]], k[2], s.max, s.min, s.mean, s.median,
+                         s.ci_text, s.n, ref.mean if ref else None])
+        return Table(title, ["Bench", "Type", "Target", "Clients", "Max", "Min", "Mean", "Median",
+                             "95% CI of median", "n", "Published mean"], rows,
+                     ["Published: seed 000's table (PostgreSQL 9.6.2, scale 100, 10 x 10 s, 1 client; "
+                      "FDW_ext_ro from seed 001). Compare ratios, not absolute figures, across machines.",
+                      "An interval marked (75%) or (94%) covers less than 95%: too few rounds for 95%."], align_left=3)
+
+    @staticmethod
+    def _ratio_table(keys, series) -> Table:
+        rows = []
+        for k in keys:
+            workload, target, clients = k
+            local = series.get((workload, "local", clients), {}).get("tps")
+            if target == "local" or not local or not series[k].get("tps"):
+                continue
+            r = ratio_summary(local, series[k]["tps"])
+            if r is None:
+                continue
+            rows.append([workload.upper(), clients, TARGET_LABEL[target], r.median, r.ci_text,
+                         "yes" if r.excludes(1.0) else "no", published_tps_ratio(workload, target, clients)])
+        notes = ["Ratio: TPS of local / TPS through the target, paired by round (measured back to back); "
+                 "above 1 = the FDW path is slower.",
+                 "Seed 000 reports the RO overhead (about 6.7x) far above the RW overhead (.65x)."]
+        return Table("Overhead: TPS local / TPS target", ["Type", "Clients", "Target", "Ratio (median)",
+                                                         "95% CI", "CI excludes 1", "Published ratio"],
+                     rows, notes, align_left=3)
+
+
+def _bench(key: tuple[str, str, int]) -> str:
+    workload, target, clients = key
+    return f"{workload.upper()}.{TARGET_LABEL[target]}" + (f"_{clients}" if clients != 1 else "")
+
+
+def _med(values: dict[int, float] | None) -> float | None:
+    return summarise(list(values.values())).median if values else None
+
+
+_PGBENCH_FIGURES = {
+    "transactions": r"number of transactions actually processed: (\d+)",
+    "failures": r"number of failed transactions: (\d+)",
+    "retried": r"number of transactions retried: (\d+)",
+    "retries": r"total number of retries: (\d+)",
+    "latency_ms": r"latency average = ([\d.]+) ms",
+    "latency_stddev_ms": r"latency stddev = ([\d.]+) ms",
+    "initial_connection_ms": r"initial connection time = ([\d.]+) ms",
+    "tps": r"tps = ([\d.]+) \(without initial connection time\)",
+    "clients": r"number of clients: (\d+)",
+    "threads": r"number of threads: (\d+)",
+    "max_tries": r"maximum number of tries: (\d+)",
+    "scale": r"scaling factor: (\d+)",
+    "duration_s": r"duration: (\d+) s",
+}
+
+
+def parse_pgbench(stdout: str) -> dict:
+    """Every figure pgbench printed (15+ format); CaseError if the essential ones are missing."""
+    out: dict[str, float | int] = {}
+    for key, pattern in _PGBENCH_FIGURES.items():
+        m = re.search(pattern, stdout)
+        if m:
+            text = m.group(1)
+            out[key] = float(text) if "." in text else int(text)
+    missing = [k for k in ("tps", "latency_ms", "transactions") if k not in out]
+    if missing:
+        raise CaseError(f"pgbench printed no {', '.join(missing)}: {stdout.strip()[-200:]!r}")
+    out.setdefault("failures", 0)
+    out.setdefault("retries", 0)
+    out.setdefault("retried", 0)
+    return out
