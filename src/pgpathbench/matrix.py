@@ -57,10 +57,14 @@ class Case:
         return dict(self.dims)
 
 
-def cross(study: str, chosen: Mapping[str, Sequence[str]],
+def cross(study: str, dimensions: Mapping[str, Dimension], chosen: Mapping[str, Sequence[str]],
           exclude: Callable[[dict[str, str]], bool] | None = None) -> list[Case]:
-    """Every combination of the chosen values, in declaration order, minus the excluded ones."""
-    names = list(chosen)
+    """Every combination of the chosen values, minus the excluded ones.
+
+    Dimensions are taken in the study's declared order, whatever the order of `chosen` (a
+    jsonb round trip reorders keys): case ids must not change when a run is resumed.
+    """
+    names = list(dimensions)
     cases = []
     for combo in itertools.product(*(chosen[n] for n in names)):
         dims = tuple(zip(names, combo))

@@ -55,6 +55,12 @@ class Summary:
         """The interval lies wholly on one side of `value` (e.g. a ratio's 1)."""
         return self.ci_low > value or self.ci_high < value
 
+    def verdict(self, value: float) -> str:
+        """Whether the data tell a difference from `value`, at the stated confidence."""
+        if self.coverage < CONFIDENCE:
+            return f"too few rounds ({self.n})"
+        return "yes" if self.excludes(value) else "no"
+
     @property
     def ci_text(self) -> str:
         note = "" if self.coverage >= CONFIDENCE else f" ({self.coverage:.0%})"

@@ -34,23 +34,22 @@ class Workspace:
 
     @classmethod
     def open(cls, root: str | Path | None, server_user: str | None = None) -> "Workspace":
+        """Check the workspace can be used; nothing is created until something is written."""
         path = Path(root or default_root()).absolute()
-        user = OsUser.for_servers(server_user)
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"--workspace: cannot create {path} ({e.strerror}); choose a writable directory") from None
-        ws = cls(path, user)
-        ws._check_reachable()
+        existing = next(p for p in [path, *path.parents] if p.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise UserError(f"--workspace: cannot write below {existing}; choose a writable directory")
+        ws = cls(path, OsUser.for_servers(server_user))
+        ws._check_reachable(existing)
         return ws
 
-    def _check_reachable(self) -> None:
-        """The server user must be able to traverse every parent of the workspace."""
+    def _check_reachable(self, existing: Path) -> None:
+        """The server user must be able to traverse every existing parent of the workspace."""
         if self.server_user.is_me:
             return
-        for parent in [self.root, *self.root.parents]:
-            mode = parent.stat().st_mode
-            if not mode & 0o001 and parent.stat().st_uid != self.server_user.uid:
+        for parent in [existing, *existing.parents]:
+            st = parent.stat()
+            if not st.st_mode & 0o001 and st.st_uid != self.server_user.uid:
                 raise UserError(
                     f"--workspace: {self.root} is not reachable by server user "
                     f"'{self.server_user.name}' ({parent} is not world-searchable); "

@@ -74,7 +74,10 @@ class Cluster:
             return
         if len(str(self.sockdir)) + 20 > MAX_SOCKET_PATH:
             raise UserError(f"--workspace: path too long for a unix socket ({self.sockdir}); use a shorter one")
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"--workspace: cannot create {self.root} ({e.strerror}); choose a writable directory") from None
         for d in (self.root, self.sockdir):
             d.mkdir(exist_ok=True)
             os.chmod(d, 0o700)

@@ -1,0 +1,67 @@
+"""Bad input: one line naming the option and the fix, exit 2, no traceback, nothing written."""
+
+import os
+
+import pytest
+
+from conftest import pgpathbench
+
+RUN = ["run", "fdw-overhead", "--preset", "quick"]
+
+CASES = [
+    (["run", "nosuch"], "invalid choice: 'nosuch'"),
+    (["nosuch"], "invalid choice: 'nosuch'"),
+    (["run"], "name a study"),
+    ([*RUN, "--workload", "xx"], "--workload: unknown value 'xx'; choose from ro,rw"),
+    ([*RUN, "--target", "local,nope"], "--target: unknown value 'nope'"),
+    ([*RUN, "--clients", "0"], "--clients: '0' is not a positive whole number"),
+    ([*RUN, "--clients", "1,,5"], "--clients: empty value"),
+    ([*RUN, "--duration", "-1"], "--duration: must be a positive number of seconds, got -1"),
+    ([*RUN, "--duration", "abc"], "--duration: 'abc' is not a number of seconds"),
+    ([*RUN, "--duration", "1.5"], "--duration: pgbench takes whole seconds"),
+    ([*RUN, "--scale", "0"], "--scale: '0' is not a whole number >= 1"),
+    ([*RUN, "--isolation", "dirty"], "--isolation: unknown isolation 'dirty'"),
+    ([*RUN, "--repeat", "0"], "argument --repeat: '0' must be a whole number >= 1"),
+    ([*RUN, "--preset", "huge"], "argument --preset: invalid choice: 'huge'"),
+    ([*RUN, "--workload", "rw", "--target", "fdw_external_ro"], "no cases left after exclusions"),
+    ([*RUN, "--pg-bindir", "/nonexistent/bin"], "--pg-bindir: /nonexistent/bin is not a directory"),
+    ([*RUN, "--pg-bindir", "/usr/bin/../lib"], "--pg-bindir: initdb not found in /usr/bin/../lib"),
+    ([*RUN, "--results-dsn", "host=127.0.0.1 port=1 user=nobody dbname=none connect_timeout=2"],
+     "--results-dsn: cannot connect"),
+    ([*RUN, "--workspace", "/etc/hostname/ws"], "--workspace: cannot write below /etc/hostname"),
+    (["run", "--resume", "x", "fdw-overhead"], "--resume: takes no study"),
+    (["report", "--format", "xml"], "argument --format: invalid choice: 'xml'"),
+]
+if os.geteuid() == 0:
+    CASES.append(([*RUN, "--server-user", "no_such_user_x"], "--server-user: no OS user 'no_such_user_x'"))
+
+
+@pytest.mark.parametrize("argv, message", CASES, ids=[" ".join(a[-2:]) for a, _ in CASES])
+def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, workspace_root):
+    ws = workspace_root.parent / (workspace_root.name + "-untouched")
+    res = pgpathbench(*argv, workspace=ws)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("pgpathbench: error: ")
+    assert message in lines[0]
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    assert not ws.exists(), "a rejected command must not create the workspace"
+
+
+def test_help_lists_every_study_option():
+    res = pgpathbench("run", "fdw-overhead", "--help")
+    assert res.returncode == 0
+    for option in ("--preset", "--repeat", "--duration", "--clients", "--workload", "--target", "--scale",
+                   "--max-tries", "--seed"):
+        assert option in res.stdout
+
+
+def test_studies_lists_dimensions_and_presets():
+    import json
+    res = pgpathbench("studies", "--format", "json")
+    study = {s["name"]: s for s in json.loads(res.stdout)}["fdw-overhead"]
+    assert study["dimensions"]["target"]["values"] == ["local", "fdw_local", "fdw_external", "fdw_external_ro"]
+    assert study["presets"]["paper"] == {"help": study["presets"]["paper"]["help"], "repeat": 10,
+                                         "scale": 100, "duration": 10}
+    assert study["presets"]["quick"]["repeat"] == 3 and study["presets"]["quick"]["duration"] == 2

@@ -1,0 +1,178 @@
+"""fdw-overhead against real managed PostgreSQL servers, at the quick preset.
+
+Asserts measured values (ratios, consistency of pgbench's own figures, stored rows), not just
+exit codes; and that every way of stopping leaves no server or client running.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+from conftest import our_processes, pgpathbench, spawn_pgpathbench
+
+pytestmark = pytest.mark.integration
+
+
+def report_json(ws, run="latest") -> dict:
+    res = pgpathbench("report", run, "--format", "json", workspace=ws)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+@pytest.fixture(scope="module")
+def quick_run(workspace_root):
+    """The demo: the whole quick preset (14 cases x 3 rounds x 2 s)."""
+    res = pgpathbench("run", "fdw-overhead", "--preset", "quick", workspace=workspace_root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res, report_json(workspace_root)
+
+
+def test_quick_run_stores_every_measurement(quick_run):
+    _, rep = quick_run
+    ms = rep["measurements"]
+    assert len(ms) == 14 * 3
+    assert all(m["ok"] for m in ms), [m["error"] for m in ms if not m["ok"]]
+    assert Counter(m["case_id"] for m in ms) == {cid: 3 for cid in {m["case_id"] for m in ms}}
+    for m in ms:
+        assert m["run_id"] == rep["run"]["run_id"] and m["round"] in (1, 2, 3)
+        assert set(m["dims"]) == {"workload", "target", "clients"}
+        assert m["case_id"] == f"{m['dims']['workload']}:{m['dims']['target']}:{m['dims']['clients']}"
+        mt = m["metrics"]
+        assert mt["tps"] > 0 and mt["latency_ms"] > 0 and mt["transactions"] > 0
+        assert mt["scale"] == 1 and mt["duration_s"] == 2 and mt["clients"] == int(m["dims"]["clients"])
+        # pgbench's latency average is clients x duration / transactions: the figures must agree
+        # (where no time went into failed or retried transactions).
+        if mt["failures"] == 0 and mt["retries"] == 0:
+            assert mt["latency_ms"] == pytest.approx(mt["clients"] * 1000 / mt["tps"], rel=0.25)
+        assert 2.0 <= m["duration_s"] < 30
+
+
+def test_ro_overhead_far_above_one_and_above_rw(quick_run):
+    _, rep = quick_run
+    tps = {}
+    for m in rep["measurements"]:
+        d = m["dims"]
+        tps.setdefault((d["workload"], d["target"], d["clients"]), {})[m["round"]] = m["metrics"]["tps"]
+
+    def ratio(workload, target):
+        local, fdw = tps[(workload, "local", "1")], tps[(workload, target, "1")]
+        return sorted(local[r] / fdw[r] for r in local)[1]
+
+    for target in ("fdw_local", "fdw_external"):
+        assert ratio("ro", target) > 2.0, "RO through postgres_fdw must be far slower than local"
+        assert ratio("ro", target) > ratio("rw", target), "RO overhead must exceed RW overhead (seed 000)"
+    assert ratio("ro", "fdw_external_ro") > 2.0
+
+
+def test_run_records_environment_and_is_listed(quick_run, workspace_root):
+    _, rep = quick_run
+    run = rep["run"]
+    assert run["status"] == "finished" and run["preset"] == "quick"
+    env = run["environment"]["sessions"][0]
+    assert env["cores"] >= 1 and env["memory_bytes"] > 0 and env["kernel"] and env["cpu_model"]
+    assert env["pgbench"].startswith("pgbench (PostgreSQL) 15")
+    assert set(env["servers"]) == {"source", "external"}
+    assert "PostgreSQL 15" in env["servers"]["source"]["version"]
+    assert env["servers"]["source"]["settings"]["listen_addresses"] == "127.0.0.1"
+    assert run["summary"]["last_session"]["measure_s"] > 14 * 3 * 2
+    runs = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)
+    assert any(r["run_id"] == run["run_id"] and r["started_at"] for r in runs)
+
+
+def test_terminal_report_shows_tables_ratios_and_published_figures(quick_run):
+    res, _ = quick_run
+    out = res.stdout
+    for text in ("TPS (without initial connection time)", "Latency average, ms", "Overhead: TPS local / TPS target",
+                 "RO.FDW_ext_ro", "RW.local_5", "Published mean", "11,513", "1,511", "7.619"):
+        assert text in out
+    assert "RO overhead" in out and "above RW overhead" in out and "NOT above" not in out
+
+
+def test_other_formats(quick_run, workspace_root):
+    _, rep = quick_run
+    md = pgpathbench("report", "--format", "markdown", workspace=workspace_root).stdout
+    assert "| RO.local |" in md.replace("  ", " ") and "### Overhead" in md
+    rows = list(csv.DictReader(io.StringIO(pgpathbench("report", "--format", "csv", workspace=workspace_root).stdout)))
+    assert len(rows) == len(rep["measurements"]) and float(rows[0]["tps"]) > 0 and rows[0]["dim_target"]
+
+
+def test_no_server_survives_a_finished_run(quick_run, workspace_root):
+    assert our_processes(workspace_root) == []
+    assert not list((workspace_root / "servers").glob("*/*"))
+
+
+def test_unknown_run_is_a_user_error(quick_run, workspace_root):
+    res = pgpathbench("report", "nosuchrun", workspace=workspace_root)
+    assert res.returncode == 2 and "RUN: no run 'nosuchrun'" in res.stderr
+
+
+SMALL = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_local",
+         "--clients", "1", "--repeat", "3"]
+
+
+def wait_for_measurements(proc, count: int, timeout: float = 120) -> None:
+    """Read the progress lines ('[k/n] round ...') until `count` measurements are stored."""
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while seen < count:
+        assert time.monotonic() < deadline, "run made no progress"
+        line = proc.stderr.readline()
+        assert line, f"run ended early: {proc.wait()}"
+        if line.startswith("[") and "round" in line:
+            seen += 1
+
+
+def test_sigkill_half_way_then_resume_completes_without_duplicates(workspace_root):
+    proc = spawn_pgpathbench(*SMALL, workspace=workspace_root)
+    wait_for_measurements(proc, 3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while our_processes(workspace_root) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert our_processes(workspace_root) == [], "servers must die with a SIGKILLed pgpathbench"
+
+    runs = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)
+    killed = runs[-1]
+    assert killed["status"] == "killed" and 3 <= killed["measurements"] < 6
+    res = pgpathbench("run", "--resume", killed["run_id"], workspace=workspace_root)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"{killed['measurements']} of 6 measurements already stored" in res.stderr
+    rep = report_json(workspace_root, killed["run_id"])
+    keys = [(m["case_id"], m["round"]) for m in rep["measurements"]]
+    assert len(keys) == len(set(keys)) == 6
+    assert {m["session"] for m in rep["measurements"]} == {1, 2}
+    assert rep["run"]["status"] == "finished" and len(rep["run"]["environment"]["sessions"]) == 2
+    again = pgpathbench("run", "--resume", killed["run_id"], workspace=workspace_root)
+    assert again.returncode == 2 and "already complete" in again.stderr
+
+
+def test_sigterm_stops_cleanly_and_marks_interrupted(workspace_root):
+    proc = spawn_pgpathbench(*SMALL, workspace=workspace_root)
+    wait_for_measurements(proc, 1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err
+    assert our_processes(workspace_root) == []
+    rep = report_json(workspace_root)
+    assert rep["run"]["status"] == "interrupted"
+    assert rep["run"]["summary"]["interrupted_by"] == "SIGTERM"
+    assert 1 <= len(rep["measurements"]) < 6 and all(m["ok"] for m in rep["measurements"])
+
+
+def test_clean_stops_everything(workspace_root):
+    proc = spawn_pgpathbench(*SMALL, "--keep-servers", workspace=workspace_root)
+    wait_for_measurements(proc, 1)
+    res = pgpathbench("clean", workspace=workspace_root)
+    assert res.returncode == 0 and "stopped server" in res.stdout
+    proc.wait(timeout=60)
+    assert our_processes(workspace_root) == []
+    assert not (workspace_root / "servers").exists() or not any((workspace_root / "servers").iterdir())
