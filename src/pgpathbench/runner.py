@@ -88,13 +88,15 @@ class Runner:
                 if (study.name, c.case_id, r) not in done]
         session = self.store.start_session(run_id, host_fingerprint())
         measure_s = bookkeeping_s = 0.0
+        timings: dict[str, float] = {}
         try:
             with signals_interrupt(), Servers(self.workspace, run_id, self.bins, self.keep_servers) as servers:
                 if todo:
                     env = StudyEnv(options, self.bins, servers, self.progress.log)
                     t0 = time.monotonic()
                     study.prepare(env)
-                    self.progress.log(f"prepared in {time.monotonic() - t0:.1f} s")
+                    timings["prepare_s"] = round(time.monotonic() - t0, 3)
+                    self.progress.log(f"servers and data ready in {timings['prepare_s']:.1f} s")
                     self.store.update_session(run_id, session, {"servers": servers.fingerprint(), **env.fingerprint})
                     self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo))
                     for round_no, case in todo:
@@ -113,19 +115,22 @@ class Runner:
         except Interrupted as e:
             self.progress.close()
             self._finish(run_id, "interrupted", measure_s, bookkeeping_s,
-                         {"interrupted_by": signal.Signals(e.signum).name})
+                         {**timings, "interrupted_by": signal.Signals(e.signum).name})
             raise
         except BaseException as e:
             self.progress.close()
             self._finish(run_id, "failed", measure_s, bookkeeping_s,
-                         {"error": "".join(traceback.format_exception_only(type(e), e)).strip()})
+                         {**timings, "error": "".join(traceback.format_exception_only(type(e), e)).strip()})
             raise
-        self._finish(run_id, "finished", measure_s, bookkeeping_s, {})
+        self._finish(run_id, "finished", measure_s, bookkeeping_s, timings)
 
     def _finish(self, run_id: str, status: str, measure_s: float, bookkeeping_s: float, extra: dict) -> None:
         total = measure_s + bookkeeping_s
-        summary = {"last_session": {"measure_s": round(measure_s, 3), "bookkeeping_s": round(bookkeeping_s, 4),
-                                    "bookkeeping_fraction": round(bookkeeping_s / total, 6) if total else None},
-                   **extra}
+        session = {"measure_s": round(measure_s, 3), "bookkeeping_s": round(bookkeeping_s, 4),
+                   "bookkeeping_fraction": round(bookkeeping_s / total, 6) if total else None}
+        extra = dict(extra)
+        if "prepare_s" in extra:
+            session["prepare_s"] = extra.pop("prepare_s")
+        summary = {"last_session": session, **extra}
         with contextlib.suppress(Exception):  # the run's record must not mask why we stop
             self.store.finish_run(run_id, status, summary)
