@@ -1,0 +1,373 @@
+"""Emulated remote links between a client and a managed server.
+
+This kernel has no netem, so latency is added in user space by Toxiproxy, a TCP proxy: the
+client connects to the proxy on 127.0.0.1, the proxy to the server's TCP port.
+
+Latency semantics: a link's `latency_ms` is the round-trip time it ADDS. `--latency 5ms` means
+every request/response exchange takes 5 ms longer, i.e. "a 5 ms link adds 5 ms RTT". Toxiproxy
+delays each direction ("stream") separately and only in whole milliseconds, so splitting 5 ms as
+2.5 + 2.5 is impossible; we therefore put the whole delay on the downstream stream (server ->
+client) and none upstream. For PostgreSQL's request/response protocol that is indistinguishable
+from a symmetric link: each query waits for its answer, and the answer comes `latency_ms` late.
+(What differs: one-way delivery of client data, e.g. COPY FROM or pipelined queries, reaches the
+server without delay; only the acknowledging replies are late.) Jitter is Toxiproxy's: each chunk
+gets `latency +/- jitter` (uniform, whole ms), chunks stay in order.
+
+Bandwidth (`bandwidth_kbit`, from '1gbit' etc., SI units as in tc) limits each direction on its
+own, as a full-duplex link does. Toxiproxy takes KB/s (1000 bytes), so the rate is rounded to
+whole KB/s, i.e. multiples of 8 kbit/s; the Link records the effective rate.
+
+The proxy hop itself costs round-trip time, and a delayed chunk wakes up late: measured here
+(2 vCPUs) a 0 ms link adds ~0.01-0.1 ms, an L ms link adds L + 0.3-0.6 ms whatever L is (1, 5,
+20). So measure_rtt() gives the real figure of a path: record it and report results against it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from ..procs import OsUser
+from .cluster import free_port
+
+TOXIPROXY = "toxiproxy-server"
+REPO = Path(__file__).resolve().parents[3]
+START_TIMEOUT_S = 10
+API_TIMEOUT_S = 5
+
+
+# -- parsing ----------------------------------------------------------------------------------
+_LATENCY_UNITS = {"ms": Decimal(1), "s": Decimal(1000)}
+_BANDWIDTH_UNITS = {"kbit": Decimal(1), "mbit": Decimal(1000), "gbit": Decimal(1_000_000)}
+
+
+def _split(text: str, what: str) -> tuple[Decimal, str]:
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)\s*", text.lower())
+    if not m:
+        raise ValueError(f"{what} '{text}': expected a number with a unit")
+    return Decimal(m.group(1)), m.group(2)
+
+
+def parse_latency(text: str) -> int:
+    """'5ms' -> 5, '1s' -> 1000, '0' -> 0. Whole milliseconds only: Toxiproxy takes no less."""
+    value, unit = _split(text, "latency")
+    if unit == "" and value == 0:
+        return 0
+    if unit not in _LATENCY_UNITS:
+        raise ValueError(f"latency '{text}': unit must be ms or s (e.g. 5ms)")
+    ms = value * _LATENCY_UNITS[unit]
+    if ms != ms.to_integral_value():
+        raise ValueError(f"latency '{text}': whole milliseconds only (Toxiproxy's resolution)")
+    return int(ms)
+
+
+def parse_bandwidth(text: str) -> int:
+    """'1gbit' -> 1000000, '100mbit' -> 100000, '512kbit' -> 512 (kbit/s, SI as in tc)."""
+    value, unit = _split(text, "bandwidth")
+    if unit not in _BANDWIDTH_UNITS:
+        # Not 'kbps' etc.: tc reads those as bytes, a factor 8 easily misread.
+        raise ValueError(f"bandwidth '{text}': unit must be kbit, mbit or gbit (e.g. 1gbit)")
+    kbit = value * _BANDWIDTH_UNITS[unit]
+    if kbit != kbit.to_integral_value() or kbit < 8:
+        raise ValueError(f"bandwidth '{text}': must be whole kbit/s, at least 8kbit")
+    return int(kbit)
+
+
+# -- links ------------------------------------------------------------------------------------
+@dataclass
+class Link:
+    """One emulated link; a client connects to host:port instead of the server."""
+
+    name: str
+    kind: str                       # 'proxy' (Toxiproxy) or 'netns' (namespace + veth)
+    host: str
+    port: int
+    latency_ms: int = 0             # added round-trip time, see the module docstring
+    jitter_ms: int = 0
+    bandwidth_kbit: int | None = None   # per direction, effective (after rounding to KB/s)
+    upstream: str = ""              # host:port the link leads to
+    toxics: list[dict] = field(default_factory=list)  # exactly what was configured
+
+    def conninfo(self, base: str) -> str:
+        """The server's TCP conninfo, redirected through this link."""
+        return make_conninfo(base, host=self.host, port=str(self.port))
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+def find_toxiproxy(binary: str | Path | None = None) -> Path | None:
+    """An explicit path, else the bootstrap's .tools/bin, else PATH."""
+    if binary:
+        return Path(binary) if Path(binary).is_file() else None
+    local = REPO / ".tools" / "bin" / TOXIPROXY
+    if local.is_file():
+        return local
+    found = shutil.which(TOXIPROXY)
+    return Path(found) if found else None
+
+
+class ToxiproxyError(RuntimeError):
+    pass
+
+
+class ToxiproxyServer:
+    """A private toxiproxy-server on 127.0.0.1, our child (PDEATHSIG); a context manager.
+
+    When we are root it runs as the unprivileged server user: a proxy needs no privilege.
+    """
+
+    def __init__(self, binary: str | Path | None = None, user: OsUser | None = None,
+                 log_path: Path | None = None):
+        self.binary = find_toxiproxy(binary)
+        if self.binary is None:
+            raise FileNotFoundError(f"{binary or TOXIPROXY} not found: run scripts/install-toxiproxy")
+        self.user = user or OsUser.for_servers()
+        self.log_path = log_path
+        self.port: int | None = None
+        self.links: dict[str, Link] = {}
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ToxiproxyServer":
+        for _ in range(5):  # the API port is picked before it is bound: retry a lost race
+            self.port = free_port()
+            log = open(self.log_path, "a+b") if self.log_path else tempfile.TemporaryFile()
+            with log:
+                env = {**self.user.env(), "LOG_LEVEL": "warn"}  # not one line per connection
+                self._proc = self.user.spawn([str(self.binary), "-host", "127.0.0.1", "-port", str(self.port)],
+                                             stop_signal=signal.SIGTERM, env=env,
+                                             stdout=log, stderr=subprocess.STDOUT)
+                if self._wait_ready():
+                    return self
+                self.close()
+                log.seek(0)
+                out = log.read().decode(errors="replace")
+            if "address already in use" not in out:
+                raise ToxiproxyError(f"{self.binary} did not start:\n{out[-2000:]}")
+        raise ToxiproxyError(f"{self.binary}: no free API port after 5 tries")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline and self._proc.poll() is None:
+            try:
+                self._request("GET", "/version")
+                return True
+            except (OSError, ToxiproxyError):
+                time.sleep(0.02)
+        return False
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        self.links.clear()
+        if proc is None or proc.poll() is not None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            proc.send_signal(sig)
+            try:
+                proc.wait(5)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def __enter__(self) -> "ToxiproxyServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def _request(self, method: str, path: str, body: dict | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.api + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=API_TIMEOUT_S) as resp:
+                text = resp.read()
+        except urllib.error.HTTPError as e:
+            raise ToxiproxyError(f"toxiproxy {method} {path}: {e.code} {e.read().decode(errors='replace')}") from None
+        return json.loads(text) if text.strip().startswith((b"{", b"[")) else text.decode()
+
+    def add_link(self, name: str, upstream_host: str, upstream_port: int, latency_ms: int = 0,
+                 jitter_ms: int = 0, bandwidth_kbit: int | None = None) -> Link:
+        """A proxy on 127.0.0.1 (a port the kernel picks) to upstream, with its toxics."""
+        if latency_ms < 0 or not 0 <= jitter_ms <= latency_ms:
+            raise ValueError(f"link {name}: need latency >= jitter >= 0 (got {latency_ms}, {jitter_ms})")
+        upstream = f"{upstream_host}:{upstream_port}"
+        created = self._request("POST", "/proxies", {"name": name, "listen": "127.0.0.1:0",
+                                                     "upstream": upstream, "enabled": True})
+        host, port = created["listen"].rsplit(":", 1)
+        link = Link(name, "proxy", host, int(port), latency_ms, jitter_ms, upstream=upstream)
+        toxics = []
+        if latency_ms:
+            toxics.append({"name": "latency_downstream", "type": "latency", "stream": "downstream",
+                           "toxicity": 1.0, "attributes": {"latency": latency_ms, "jitter": jitter_ms}})
+        if bandwidth_kbit:
+            rate = max(1, round(bandwidth_kbit / 8))  # kbit/s -> KB/s (1000 bytes, as Toxiproxy counts)
+            link.bandwidth_kbit = rate * 8
+            toxics += [{"name": f"bandwidth_{s}", "type": "bandwidth", "stream": s, "toxicity": 1.0,
+                        "attributes": {"rate": rate}} for s in ("downstream", "upstream")]
+        try:
+            for toxic in toxics:
+                self._request("POST", f"/proxies/{name}/toxics", toxic)
+        except BaseException:
+            self.remove_link(name)
+            raise
+        link.toxics = toxics
+        self.links[name] = link
+        return link
+
+    def remove_link(self, name: str) -> None:
+        self.links.pop(name, None)
+        try:
+            self._request("DELETE", f"/proxies/{name}")
+        except ToxiproxyError:
+            pass  # already gone
+
+    def proxies(self) -> dict:
+        """Toxiproxy's own view of its proxies and toxics, for checks and records."""
+        return self._request("GET", "/proxies")
+
+
+# -- measuring ----------------------------------------------------------------------------------
+def measure_rtt(conninfo: str, n: int = 200) -> dict:
+    """Round-trip time of one connection: n timed `SELECT 1` (one network round trip each)."""
+    times = []
+    with psycopg.connect(conninfo, autocommit=True) as conn, conn.cursor() as cur:
+        for i in range(n + 10):  # the first few warm up the connection and the plan cache
+            t0 = time.perf_counter()
+            cur.execute("SELECT 1")
+            cur.fetchone()
+            if i >= 10:
+                times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"median_ms": statistics.median(times), "p95_ms": times[min(n - 1, round(0.95 * (n - 1)))],
+            "min_ms": times[0], "n": n}
+
+
+# -- availability -------------------------------------------------------------------------------
+def available_link_kinds(binary: str | Path | None = None) -> dict[str, str]:
+    """For `doctor`: each link kind -> 'ok: ...' or the reason it is unavailable."""
+    kinds = {}
+    found = find_toxiproxy(binary)
+    kinds["proxy"] = f"ok: {found}" if found else f"{TOXIPROXY} not found: run scripts/install-toxiproxy"
+    if os.geteuid() != 0:
+        kinds["netns"] = "needs root (ip netns add, veth pairs)"
+    elif not shutil.which("ip"):
+        kinds["netns"] = "no 'ip' command: apt-get install iproute2"
+    else:
+        res = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+        kinds["netns"] = "ok: ip netns (bandwidth via tc tbf; no netem here, so no latency)" \
+            if res.returncode == 0 else f"ip netns does not work: {res.stderr.strip()}"
+    return kinds
+
+
+# -- netns links (separate from the proxy: bandwidth over a real veth, no latency) ---------------
+# A namespace `pgpb-NAME` joined to ours by a veth pair on a link-local /30 (169.254.77.4k+1 here,
+# +2 inside), with tc tbf on both ends when a bandwidth is given. A server run inside the
+# namespace (port 5432 is always free there) is reached at the inside address; traffic then
+# crosses the veth, not loopback. Every object is recorded in a state file BEFORE it is made, so
+# remove_netns_links() can clean up after a crash. Not safe against two tools creating at once.
+NETNS_PREFIX = "pgpb-"
+NETNS_BASE = "169.254.77."
+NETNS_PORT = 5432
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    res = subprocess.run(list(args), capture_output=True, text=True)
+    if check and res.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {res.stderr.strip()}")
+    return res
+
+
+def _load_state(state_file: Path) -> list[dict]:
+    try:
+        return json.loads(Path(state_file).read_text())
+    except FileNotFoundError:
+        return []
+
+
+def _save_state(state_file: Path, records: list[dict]) -> None:
+    tmp = Path(state_file).with_suffix(".tmp")
+    tmp.write_text(json.dumps(records, indent=1))
+    tmp.replace(state_file)
+
+
+def create_netns_link(name: str, state_file: Path, bandwidth_kbit: int | None = None) -> Link:
+    if not re.fullmatch(r"[a-z0-9_]{1,20}", name):
+        raise ValueError(f"netns link '{name}': lower-case letters, digits and _ only")
+    netns = NETNS_PREFIX + name
+    if _ip("ip", "netns", "pids", netns, check=False).returncode == 0:
+        raise RuntimeError(f"network namespace {netns} exists already: pgpathbench clean removes it")
+    used = _ip("ip", "-o", "addr", "show").stdout + _ip("ip", "-o", "link", "show").stdout
+    k = next((k for k in range(64) if f"{NETNS_BASE}{4 * k + 1}/" not in used and f"pgpb{k}h" not in used), None)
+    if k is None:
+        raise RuntimeError("no free 169.254.77.x/30 for a netns link: pgpathbench clean frees them")
+    rec = {"netns": netns, "veth_host": f"pgpb{k}h", "veth_ns": f"pgpb{k}n",
+           "host_addr": f"{NETNS_BASE}{4 * k + 1}", "ns_addr": f"{NETNS_BASE}{4 * k + 2}"}
+    Path(state_file).parent.mkdir(parents=True, exist_ok=True)
+    _save_state(state_file, _load_state(state_file) + [rec])
+    vh, vn = rec["veth_host"], rec["veth_ns"]
+    try:
+        _ip("ip", "netns", "add", netns)
+        _ip("ip", "link", "add", vh, "type", "veth", "peer", "name", vn)
+        _ip("ip", "link", "set", vn, "netns", netns)
+        _ip("ip", "addr", "add", f"{rec['host_addr']}/30", "dev", vh)
+        _ip("ip", "link", "set", vh, "up")
+        inside = ("ip", "netns", "exec", netns)
+        _ip(*inside, "ip", "addr", "add", f"{rec['ns_addr']}/30", "dev", vn)
+        _ip(*inside, "ip", "link", "set", vn, "up")
+        _ip(*inside, "ip", "link", "set", "lo", "up")
+        if bandwidth_kbit:
+            # tbf shapes egress, so one qdisc per end = one per direction. Burst: 10 ms of data,
+            # at least 64 KB so that a GSO segment of the veth fits.
+            burst = max(64 * 1024, bandwidth_kbit * 1000 // 8 // 100)
+            tbf = ("root", "tbf", "rate", f"{bandwidth_kbit}kbit", "burst", str(burst), "latency", "50ms")
+            _ip("tc", "qdisc", "add", "dev", vh, *tbf)
+            _ip(*inside, "tc", "qdisc", "add", "dev", vn, *tbf)
+    except BaseException:
+        remove_netns_links(state_file, only=netns)
+        raise
+    return Link(name, "netns", rec["ns_addr"], NETNS_PORT, 0, 0, bandwidth_kbit,
+                upstream=f"{netns}:{rec['ns_addr']}:{NETNS_PORT}",
+                toxics=[{"type": "tbf", "rate_kbit": bandwidth_kbit}] if bandwidth_kbit else [])
+
+
+def remove_netns_links(state_file: Path, only: str | None = None) -> list[str]:
+    """Delete recorded namespaces and veths (all, or one namespace). Stop servers inside first."""
+    said, keep = [], []
+    for rec in _load_state(state_file):
+        if only and rec["netns"] != only:
+            keep.append(rec)
+            continue
+        # Deleting the namespace destroys its veth end, and with it the pair.
+        if _ip("ip", "netns", "del", rec["netns"], check=False).returncode == 0:
+            said.append(f"removed network namespace {rec['netns']}")
+        if _ip("ip", "link", "del", rec["veth_host"], check=False).returncode == 0:
+            said.append(f"removed veth {rec['veth_host']}")
+    if keep:
+        _save_state(state_file, keep)
+    else:
+        Path(state_file).unlink(missing_ok=True)
+    return said

@@ -1,0 +1,158 @@
+"""Emulated links: a Toxiproxy link of L ms adds L ms round-trip time, and leaves nothing behind."""
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pgpathbench.procs import OsUser, pid_alive
+from pgpathbench.servers.binaries import resolve
+from pgpathbench.servers.cluster import Cluster
+from pgpathbench.servers.network import (ToxiproxyServer, available_link_kinds, create_netns_link, find_toxiproxy,
+                                         measure_rtt, parse_bandwidth, parse_latency, remove_netns_links)
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def toxiproxy_binary():
+    if find_toxiproxy() is None:
+        res = subprocess.run([str(REPO / "scripts" / "install-toxiproxy")], capture_output=True, text=True)
+        if res.returncode != 0 or find_toxiproxy() is None:
+            pytest.fail(f"toxiproxy-server missing and scripts/install-toxiproxy failed: {res.stderr.strip()[-300:]}")
+    return find_toxiproxy()
+
+
+@pytest.fixture(scope="module")
+def server(workspace_root):
+    c = Cluster("net-target", workspace_root / "net-target", resolve(15), OsUser.for_servers())
+    c.start()
+    yield c
+    c.remove()
+
+
+def toxiproxy_processes(api_port: int) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "toxiproxy-server" in cmd and f"-port {api_port}" in cmd:
+            found.append(f"{proc.name}: {cmd}")
+    return found
+
+
+def listen_addresses(port: int) -> set[str]:
+    """Local addresses of sockets listening on a TCP port (IPv4 and IPv6), from /proc/net."""
+    addrs = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            addr, hexport = local.split(":")
+            if state == "0A" and int(hexport, 16) == port:  # 0A = LISTEN
+                addrs.add(".".join(str(b) for b in reversed(bytes.fromhex(addr))) if len(addr) == 8 else addr)
+    return addrs
+
+
+def test_parsing():
+    assert [parse_latency(t) for t in ("0", "1ms", "5ms", "1s")] == [0, 1, 5, 1000]
+    for bad in ("0.5ms", "5", "1us", "-1ms", "fast"):
+        with pytest.raises(ValueError):
+            parse_latency(bad)
+    assert [parse_bandwidth(t) for t in ("1gbit", "100mbit", "512kbit")] == [1_000_000, 100_000, 512]
+    for bad in ("1gbps", "1", "0kbit"):
+        with pytest.raises(ValueError):
+            parse_bandwidth(bad)
+
+
+def test_five_ms_link_adds_five_ms_rtt(server, toxiproxy_binary):
+    base = server.conninfo(transport="tcp")
+    with ToxiproxyServer(toxiproxy_binary) as tp:
+        fast = tp.add_link("fast", "127.0.0.1", server.port, latency_ms=0)
+        slow = tp.add_link("slow", "127.0.0.1", server.port, latency_ms=5)
+        # Proxies and API: loopback only.
+        for port in (tp.port, fast.port, slow.port):
+            assert listen_addresses(port) == {"127.0.0.1"}, port
+        assert tp.proxies()["slow"]["toxics"][0]["attributes"]["latency"] == 5
+        # Interleaved rounds: the machine is shared and noisy.
+        rounds = {"fast": [], "slow": []}
+        for _ in range(3):
+            for link in (fast, slow):
+                rounds[link.name].append(measure_rtt(link.conninfo(base), n=100))
+        api_port, pid = tp.port, tp.pid
+    fast_ms = statistics.median(r["median_ms"] for r in rounds["fast"])
+    slow_ms = statistics.median(r["median_ms"] for r in rounds["slow"])
+    direct_ms = measure_rtt(base, n=100)["median_ms"]
+    print(f"RTT direct {direct_ms:.3f} ms, 0 ms link {fast_ms:.3f} ms, 5 ms link {slow_ms:.3f} ms")
+    assert 4.0 <= slow_ms - fast_ms <= 6.0, rounds
+    # Nothing of the proxy remains once the context manager has exited.
+    assert not pid_alive(pid) and toxiproxy_processes(api_port) == []
+
+
+def test_toxiproxy_dies_with_the_tool(toxiproxy_binary):
+    """PDEATHSIG: even a SIGKILL of the tool ends its proxy."""
+    code = ("import sys, time; from pgpathbench.servers.network import ToxiproxyServer; "
+            f"tp = ToxiproxyServer({str(toxiproxy_binary)!r}).start(); print(tp.pid, tp.port, flush=True); "
+            "time.sleep(60)")
+    tool = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pid, port = map(int, tool.stdout.readline().split())
+    assert pid_alive(pid)
+    os.kill(tool.pid, signal.SIGKILL)
+    tool.wait()
+    deadline = time.monotonic() + 10
+    while toxiproxy_processes(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert toxiproxy_processes(port) == []
+
+
+def test_available_link_kinds(toxiproxy_binary):
+    kinds = available_link_kinds()
+    assert kinds["proxy"].startswith("ok") and set(kinds) == {"proxy", "netns"}
+
+
+SENDER = """
+import socket, sys
+s = socket.create_server((sys.argv[1], int(sys.argv[2])))
+print("ready", flush=True)
+c, _ = s.accept()
+c.sendall(b"x" * int(sys.argv[3]))
+c.close()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="netns links need root")
+def test_netns_link_shapes_bandwidth_and_cleans_up(workspace_root):
+    state = workspace_root / "network.json"
+    link = create_netns_link("t1", state, bandwidth_kbit=40_000)
+    try:
+        rec = json.loads(state.read_text())[0]
+        assert "tbf" in subprocess.run(["tc", "qdisc", "show", "dev", rec["veth_host"]],
+                                       capture_output=True, text=True).stdout
+        size = 4_000_000  # 0.8 s at 40 mbit/s
+        sender = subprocess.Popen(["ip", "netns", "exec", rec["netns"], sys.executable, "-c", SENDER,
+                                   link.host, str(link.port), str(size)], stdout=subprocess.PIPE, text=True)
+        assert sender.stdout.readline().strip() == "ready"
+        with socket.create_connection((link.host, link.port), timeout=10) as c:
+            assert c.getsockname()[0] == rec["host_addr"]  # over the veth, not loopback
+            t0, got = time.perf_counter(), 0
+            while chunk := c.recv(1 << 16):
+                got += len(chunk)
+            elapsed = time.perf_counter() - t0
+        sender.wait(10)
+        print(f"netns 40mbit link: {size * 8 / elapsed / 1e6:.1f} mbit/s")
+        assert got == size and 0.6 < elapsed < 2.0, elapsed
+    finally:
+        said = remove_netns_links(state)
+    assert rec["netns"] in " ".join(said) and not state.exists()
+    assert rec["netns"] not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert subprocess.run(["ip", "link", "show", rec["veth_host"]], capture_output=True).returncode != 0
