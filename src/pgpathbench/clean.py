@@ -4,8 +4,25 @@ from __future__ import annotations
 
 import shutil
 
+from pathlib import Path
+
+from .procs import pid_alive
 from .servers.cluster import postmaster_pid, stop_pid
+from .servers.topology import PROXY_PID_FILE
 from .workspace import Workspace
+
+
+def _stop_recorded_proxy(pid_file: Path) -> str | None:
+    """A Toxiproxy a killed run could not stop (it dies with its parent, so this is rare)."""
+    try:
+        pid = int(pid_file.read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if b"toxiproxy" not in cmdline or not pid_alive(pid):
+        return None
+    stop_pid(pid, timeout=5)
+    return f"stopped proxy {pid_file.parent.name} (pid {pid})"
 
 
 def clean(ws: Workspace, remove_results: bool = False) -> list[str]:
@@ -18,6 +35,8 @@ def clean(ws: Workspace, remove_results: bool = False) -> list[str]:
         if pid:
             stop_pid(pid)
             said.append(f"stopped server {data.parent} (pid {pid})")
+    for pid_file in sorted(ws.servers_dir.glob(f"*/{PROXY_PID_FILE}")):
+        said += filter(None, [_stop_recorded_proxy(pid_file)])
     if ws.servers_dir.exists():
         for run_dir in sorted(ws.servers_dir.iterdir()):
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -20,6 +20,7 @@ from .errors import Interrupted, UserError
 from .matrix import Preset
 from .report import Table
 from .report import export, render
+from .servers.topology import require_proxy
 from .studies import STUDIES, get as get_study
 from .studies.base import StudyOptions
 
@@ -115,6 +116,8 @@ def study_options(study, args: argparse.Namespace) -> StudyOptions:
         dims[name] = dim.validate(raw, f"--{name}") if raw is not None else \
             tuple(preset.dims.get(name, study.default_dims[name]))
     options = StudyOptions(study.name, preset.name, args.repeat or preset.repeat, params, dims)
+    if any(v != "0ms" for v in dims.get("latency", ())) or params.get("bandwidth"):
+        require_proxy()
     if not study.cases(options):
         raise UserError("no cases left after exclusions (e.g. --workload rw only allows targets other than "
                         "fdw_external_ro); widen --workload or --target")
@@ -203,15 +206,16 @@ def cmd_runs(args, out: Console, err: Console) -> int:
 def _print_report(store, run_ref: str, fmt: str, out: Console) -> None:
     run = store.run(run_ref)
     measurements = store.measurements(run["run_id"])
+    probes = store.probes(run["run_id"])
     if fmt == "json":
-        out.out(export.to_json(run, measurements), highlight=False)
+        out.out(export.to_json(run, measurements, probes), highlight=False)
         return
     if fmt == "csv":
         out.out(export.to_csv(measurements), highlight=False, end="")
         return
     tables = [_run_table(run)]
     for name in run["studies"]:
-        tables += get_study(name).report(run, measurements)
+        tables += get_study(name).report(run, measurements, probes)
     if fmt == "markdown":
         out.out(render.to_markdown(tables), highlight=False)
     else:

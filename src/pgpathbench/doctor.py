@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import shutil
-
 import psycopg
 
 from .errors import UserError
 from .servers import binaries
 from .servers.cluster import postmaster_pid
+from .servers.network import available_link_kinds
 from .workspace import Workspace
 
 OK, MISSING, NOTE = "ok", "MISSING", "note"
@@ -59,7 +58,6 @@ def checks(workspace: str | None, server_user: str | None, pg_bindir: str | None
             add("--results-dsn", True, "reachable")
         except psycopg.Error as e:
             add("--results-dsn", False, str(e).strip().splitlines()[-1])
-    for tool, why in (("toxiproxy-server", "remote links (later issue)"), ("ip", "network namespaces")):
-        found = shutil.which(tool)
-        add(tool, bool(found), found or f"not found: {why}", required=False)
+    for kind, status in available_link_kinds().items():
+        add(f"link: {kind}", status.startswith("ok"), status, required=False)
     return rows, all(r[1] != MISSING for r in rows)

@@ -97,9 +97,12 @@ class Runner:
                     study.prepare(env)
                     timings["prepare_s"] = round(time.monotonic() - t0, 3)
                     self.progress.log(f"servers and data ready in {timings['prepare_s']:.1f} s")
-                    self.store.update_session(run_id, session, {"servers": servers.fingerprint(), **env.fingerprint})
+                    self.store.update_session(run_id, session, {"servers": servers.fingerprint(),
+                                                                "links": servers.link_fingerprint(), **env.fingerprint})
                     self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo))
-                    for round_no, case in todo:
+                    for i, (round_no, case) in enumerate(todo):
+                        if i == 0 or todo[i - 1][0] != round_no:
+                            self._probe(servers, run_id, round_no, "before", session)
                         started_at = datetime.now(timezone.utc)
                         t0 = time.perf_counter()
                         try:
@@ -111,6 +114,8 @@ class Runner:
                         self.progress.measured(case.case_id, round_no, headline(metrics, error))
                         measure_s += t1 - t0
                         bookkeeping_s += time.perf_counter() - t1
+                        if i + 1 == len(todo) or todo[i + 1][0] != round_no:
+                            self._probe(servers, run_id, round_no, "after", session)
                     self.progress.close()
         except Interrupted as e:
             self.progress.close()
@@ -123,6 +128,15 @@ class Runner:
                          {**timings, "error": "".join(traceback.format_exception_only(type(e), e)).strip()})
             raise
         self._finish(run_id, "finished", measure_s, bookkeeping_s, timings)
+
+    def _probe(self, servers: Servers, run_id: str, round_no: int, phase: str, session: int) -> None:
+        """Round trips of every link before and after each round: results are read against them."""
+        probes = servers.probe_links()
+        if probes:
+            self.store.add_probes(run_id, round_no, phase, session, probes)
+            if phase == "before":
+                self.progress.log("round %d links: %s" % (round_no, ", ".join(
+                    f"{p['link']} {p['median_ms']:.2f} ms" for p in probes)))
 
     def _finish(self, run_id: str, status: str, measure_s: float, bookkeeping_s: float, extra: dict) -> None:
         total = measure_s + bookkeeping_s

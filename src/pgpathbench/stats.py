@@ -107,6 +107,48 @@ def ratio_summary(numerator: Mapping[int, float], denominator: Mapping[int, floa
     return summarise(ratios) if ratios else None
 
 
+# Two-sided 95% critical values of Student's t by degrees of freedom (standard tables).
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+         18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
+         26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def t_critical(df: int) -> float:
+    """t(0.975, df); between tabulated df the next smaller df's value (conservative)."""
+    if df < 1:
+        raise ValueError("need at least one degree of freedom")
+    return _T975[max(k for k in _T975 if k <= df)] if df <= 120 else 1.960
+
+
+@dataclass(frozen=True)
+class Fit:
+    slope: float
+    intercept: float
+    slope_low: float          # 95% confidence interval of the slope
+    slope_high: float
+    n: int
+    r2: float
+
+
+def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> Fit:
+    """Ordinary least squares y = intercept + slope*x, with the t-interval of the slope."""
+    n = len(xs)
+    if n != len(ys) or n < 3:
+        raise ValueError("need at least 3 paired points")
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        raise ValueError("all x values are equal: no slope")
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    slope = sxy / sxx
+    intercept = my - slope * mx
+    sse = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys))
+    syy = sum((y - my) ** 2 for y in ys)
+    half = t_critical(n - 2) * math.sqrt(sse / (n - 2) / sxx)
+    return Fit(slope, intercept, slope - half, slope + half, n, 1 - sse / syy if syy else 1.0)
+
+
 def normalise(x: float, lo: float, hi: float) -> float:
     """Seed 003's normalised duration: (x - min) / (max - min) within a group; 0 when flat."""
     return 0.0 if hi == lo else (x - lo) / (hi - lo)

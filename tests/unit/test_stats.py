@@ -74,3 +74,24 @@ def test_format_number(x, text):
 def test_summarise_rejects_empty():
     with pytest.raises(ValueError):
         stats.summarise([])
+
+
+def test_linear_fit_by_hand():
+    # y = 1 + 2x with residuals +0.1, -0.1, -0.1, +0.1 at x = 0..3
+    fit = stats.linear_fit([0, 1, 2, 3], [1.1, 2.9, 4.9, 7.1])
+    # mx 1.5, my 4.0, sxx 5, sxy = (-1.5)(-2.9)+(-.5)(-1.1)+(.5)(.9)+(1.5)(3.1) = 10.0 -> slope 2.0
+    assert fit.slope == pytest.approx(2.0) and fit.intercept == pytest.approx(1.0)
+    # sse = 0.04 + 0.01*... computed: residuals .1,-.1,-.1,.1 -> 0.04; se = sqrt(0.04/2/5) = 0.0632
+    half = 4.303 * math.sqrt(0.04 / 2 / 5)
+    assert (fit.slope_low, fit.slope_high) == (pytest.approx(2 - half), pytest.approx(2 + half))
+    assert fit.n == 4 and fit.r2 == pytest.approx(1 - 0.04 / 20.04)
+
+
+def test_linear_fit_needs_spread_in_x():
+    with pytest.raises(ValueError):
+        stats.linear_fit([1, 1, 1], [1, 2, 3])
+
+
+@pytest.mark.parametrize("df, t", [(1, 12.706), (10, 2.228), (35, 2.042), (500, 1.96)])
+def test_t_critical(df, t):
+    assert stats.t_critical(df) == t

@@ -1,7 +1,9 @@
 """Measurements -> JSON and CSV, one object or row per measurement.
 
 JSON (format_version 1): {"format_version": 1, "run": {...}, "measurements": [{run_id, study,
-case_id, round, session, started_at, ok, error, duration_s, dims: {...}, metrics: {...}}]}.
+case_id, round, session, started_at, ok, error, duration_s, dims: {...}, metrics: {...}}],
+"link_probes": [{link, round, phase, session, measured_at, rtt_median_ms, rtt_p95_ms, rtt_min_ms,
+round_trips}]}.
 CSV: the same fields, dims as dim_<name> columns and metrics as their own columns.
 """
 
@@ -22,9 +24,9 @@ def _default(o: object) -> str:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def to_json(run: dict, measurements: list[dict]) -> str:
-    return json.dumps({"format_version": FORMAT_VERSION, "run": run, "measurements": measurements},
-                      default=_default, indent=2)
+def to_json(run: dict, measurements: list[dict], link_probes: list[dict]) -> str:
+    return json.dumps({"format_version": FORMAT_VERSION, "run": run, "measurements": measurements,
+                       "link_probes": link_probes}, default=_default, indent=2)
 
 
 def runs_to_json(runs: list[dict]) -> str:

@@ -8,9 +8,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import UserError
 from ..workspace import Workspace
 from .binaries import PgBinaries
 from .cluster import Cluster
+from .network import Link, ToxiproxyServer, find_toxiproxy, measure_rtt
+
+PROBE_ROUND_TRIPS = 100
+PROXY_PID_FILE = "toxiproxy.pid"   # found by `clean` if a run was killed before it could stop the proxy
+
+
+def require_proxy() -> None:
+    if find_toxiproxy() is None:
+        raise UserError("--latency/--bandwidth: emulated links need toxiproxy-server; run make bootstrap "
+                        "(scripts/install-toxiproxy builds it) or put it on PATH")
 
 
 class Servers:
@@ -20,6 +31,8 @@ class Servers:
         self.bins = bins
         self.keep = keep
         self.clusters: dict[str, Cluster] = {}
+        self.links: dict[str, tuple[Link, str]] = {}   # name -> (link, conninfo through it)
+        self._proxy: ToxiproxyServer | None = None
 
     def cluster(self, name: str, settings: dict[str, str] | None = None) -> Cluster:
         """A started cluster named `name` for this run (made fresh on first request)."""
@@ -30,10 +43,40 @@ class Servers:
             c.start()
         return self.clusters[name]
 
+    def link(self, name: str, cluster: Cluster, latency_ms: int = 0, bandwidth_kbit: int | None = None) -> Link:
+        """A path to `cluster`'s TCP port: direct on loopback, or through an emulated link.
+
+        Links go through a private Toxiproxy (latency, bandwidth); a link of 0 ms and no
+        bandwidth limit is the direct loopback path, still probed for its round-trip time.
+        """
+        if name in self.links:
+            return self.links[name][0]
+        if latency_ms == 0 and not bandwidth_kbit:
+            link = Link(name, "direct", "127.0.0.1", cluster.port, upstream=f"127.0.0.1:{cluster.port}")
+        else:
+            if self._proxy is None:
+                self._proxy = ToxiproxyServer(user=self.workspace.server_user, log_path=self.root / "toxiproxy.log")
+                self._proxy.start()
+                (self.root / PROXY_PID_FILE).write_text(f"{self._proxy.pid}\n")
+            link = self._proxy.add_link(name, "127.0.0.1", cluster.port, latency_ms, bandwidth_kbit=bandwidth_kbit)
+        self.links[name] = (link, link.conninfo(cluster.conninfo(transport="tcp")))
+        return link
+
+    def probe_links(self) -> list[dict]:
+        """The median round trip of SELECT 1 through every link, now."""
+        return [{"link": name, **measure_rtt(conninfo, PROBE_ROUND_TRIPS)}
+                for name, (_, conninfo) in self.links.items()]
+
     def fingerprint(self) -> dict:
         return {name: c.fingerprint() for name, c in self.clusters.items() if c.running}
 
+    def link_fingerprint(self) -> dict:
+        return {name: link.describe() for name, (link, _) in self.links.items()}
+
     def close(self) -> None:
+        if self._proxy is not None:
+            self._proxy.close()
+            (self.root / PROXY_PID_FILE).unlink(missing_ok=True)
         for c in reversed(list(self.clusters.values())):
             if self.keep:
                 c.stop()

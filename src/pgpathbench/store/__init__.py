@@ -123,6 +123,14 @@ class ResultsStore:
             (run_id, case.study, case.case_id, round_no, session, started_at, error is None, error,
              duration_s, Jsonb(metrics or {})))
 
+    def add_probes(self, run_id: str, round_no: int, phase: str, session: int, probes: list[dict]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO pgpathbench.link_probe (run_id, round, phase, session, link, rtt_median_ms, "
+                "rtt_p95_ms, rtt_min_ms, round_trips) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(run_id, round_no, phase, session, p["link"], p["median_ms"], p["p95_ms"], p["min_ms"], p["n"])
+                 for p in probes])
+
     def finish_run(self, run_id: str, status: str, summary: dict | None = None) -> None:
         self.conn.execute(
             "UPDATE pgpathbench.run SET status = %s, finished_at = now(), "
@@ -156,6 +164,12 @@ class ResultsStore:
                 "  (SELECT count(*) FROM pgpathbench.measurement m WHERE m.run_id = r.run_id AND NOT ok) AS errors "
                 "FROM pgpathbench.run r ORDER BY r.started_at").fetchall()
         return [_with_live_status(r) for r in rows]
+
+    def probes(self, run_id: str) -> list[dict]:
+        with self.conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(
+                "SELECT link, round, phase, session, measured_at, rtt_median_ms, rtt_p95_ms, rtt_min_ms, round_trips "
+                "FROM pgpathbench.link_probe WHERE run_id = %s ORDER BY measured_at", (run_id,)).fetchall()
 
     def measurements(self, run_id: str) -> list[dict]:
         with self.conn.cursor(row_factory=dict_row) as cur:

@@ -42,6 +42,28 @@ CREATE TABLE IF NOT EXISTS pgpathbench.measurement (
     FOREIGN KEY (run_id, study, case_id) REFERENCES pgpathbench.run_case ON DELETE CASCADE
 );
 
+-- The measured round trip of every network path (link) of a run, before and after each round.
+CREATE TABLE IF NOT EXISTS pgpathbench.link_probe (
+    run_id       text NOT NULL REFERENCES pgpathbench.run ON DELETE CASCADE,
+    round        integer NOT NULL,
+    phase        text NOT NULL CHECK (phase IN ('before', 'after')),
+    session      integer NOT NULL,
+    link         text NOT NULL,
+    measured_at  timestamptz NOT NULL DEFAULT now(),
+    rtt_median_ms double precision NOT NULL,
+    rtt_p95_ms   double precision,
+    rtt_min_ms   double precision,
+    round_trips  integer NOT NULL
+);
+CREATE INDEX IF NOT EXISTS link_probe_run ON pgpathbench.link_probe (run_id, link);
+
+-- Per run and link: the median of its probes' medians, what reports quote as "measured RTT".
+CREATE OR REPLACE VIEW pgpathbench.link_rtt AS
+SELECT run_id, link, count(*) AS probes,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY rtt_median_ms) AS rtt_ms,
+       min(rtt_median_ms) AS rtt_min_ms, max(rtt_median_ms) AS rtt_max_ms
+FROM pgpathbench.link_probe GROUP BY run_id, link;
+
 -- Every numeric metric of every measurement, one row each: the base of generic summaries.
 CREATE OR REPLACE VIEW pgpathbench.metric_value AS
 SELECT m.run_id, m.study, m.case_id, c.dims, m.round, k.key AS metric, (k.value #>> '{}')::float8 AS value

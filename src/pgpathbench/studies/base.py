@@ -13,7 +13,19 @@ from typing import Any, Callable, Mapping, Protocol
 from ..matrix import Case, Dimension, Parameter, Preset
 from ..report import Table
 from ..servers.binaries import PgBinaries
+from ..servers.network import parse_bandwidth, parse_latency
 from ..servers.topology import Servers
+
+
+def _latency_value(text: str) -> str:
+    return f"{parse_latency(text)}ms"
+
+
+# Shared by every study with a remote role: the emulated link in front of it (see servers/network.py).
+LATENCY = Dimension("latency", "round-trip time added by an emulated link to the remote role "
+                    "(whole ms: 0,1ms,5ms; 0 = direct loopback)", parse=_latency_value)
+BANDWIDTH = Parameter("bandwidth", "bandwidth limit of emulated links, each direction (e.g. 1gbit, 100mbit)",
+                      parse_bandwidth)
 
 
 @dataclass(frozen=True)
@@ -58,4 +70,4 @@ class Study(Protocol):
     def cases(self, options: StudyOptions) -> list[Case]: ...
     def prepare(self, env: StudyEnv) -> None: ...
     def measure(self, env: StudyEnv, case: Case) -> dict: ...
-    def report(self, run: dict, measurements: list[dict]) -> list[Table]: ...
+    def report(self, run: dict, measurements: list[dict], probes: list[dict]) -> list[Table]: ...

@@ -12,6 +12,11 @@ source is instead vacuumed directly before every read-write measurement (what -n
 All transactions run at REPEATABLE READ, as in the seeds (postgres_fdw uses it remotely), so
 several read-write clients meet serialization failures: pgbench retries them (--max-tries) and
 failures and retries are kept with each measurement.
+
+Remote links (--latency, --bandwidth): the external instance reaches the source through an
+emulated link per requested latency (a database per link: external_5ms, external_ro_5ms);
+local and fdw_local never cross one and are measured once, at 0ms. Every link's round trip is
+measured before and after each round, and the report reads the overhead against it.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ from ..matrix import Case, Dimension, Parameter, Preset, cross, positive_int
 from ..procs import run_client
 from ..references import FDW_OVERHEAD_LATENCY_MS, FDW_OVERHEAD_TPS, published_tps_ratio
 from ..report import Table
-from ..stats import ratio_summary, summarise
-from .base import StudyEnv, StudyOptions
+from ..stats import linear_fit, ratio_summary, summarise
+from .base import BANDWIDTH, LATENCY, StudyEnv, StudyOptions
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
+REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
+DIRECT = "0ms"
 TARGET_LABEL = {"local": "local", "fdw_local": "FDW_local", "fdw_external": "FDW_external",
                 "fdw_external_ro": "FDW_ext_ro"}
 ISOLATIONS = {"repeatable-read": "repeatable read", "read-committed": "read committed",
@@ -77,6 +84,7 @@ class FdwOverhead:
         "target": Dimension("target", "where pgbench connects: the table itself, or foreign tables over it",
                             ("local", "fdw_local", "fdw_external", "fdw_external_ro")),
         "clients": Dimension("clients", "pgbench -c: concurrent client sessions", parse=positive_int("clients")),
+        "latency": LATENCY,
     }
     parameters = {
         "scale": Parameter("scale", "pgbench scale factor of the source (100 = 10M accounts)", _count("scale", 1)),
@@ -84,19 +92,31 @@ class FdwOverhead:
         "max_tries": Parameter("max_tries", "pgbench --max-tries for serialization failures", _count("tries", 1), 10),
         "isolation": Parameter("isolation", "default_transaction_isolation on every database",
                                _isolation, "repeatable-read"),
+        "bandwidth": BANDWIDTH,
     }
     presets = {
         "quick": Preset("quick", "scale 1, 3 rounds x 2 s (demo, tests)", 3, {"scale": 1, "duration": 2}),
         "standard": Preset("standard", "scale 10, 5 rounds x 10 s", 5, {"scale": 10, "duration": 10}),
         "paper": Preset("paper", "the seeds: scale 100, 10 rounds x 10 s", 10, {"scale": 100, "duration": 10}),
     }
-    default_dims = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5")}
+    default_dims = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
+                    "latency": (DIRECT,)}
 
     # -- the matrix -------------------------------------------------------------------------
     def cases(self, options: StudyOptions) -> list[Case]:
-        # updatable 'false' foreign tables cannot take pgbench's writes: RO only, as in seed 001.
-        return cross(self.name, self.dimensions, options.dims,
-                     exclude=lambda d: d["workload"] == "rw" and d["target"] == "fdw_external_ro")
+        requested = options.dims["latency"]
+        dims = {**options.dims, "latency": tuple(dict.fromkeys((DIRECT, *requested)))}
+
+        def exclude(d: dict[str, str]) -> bool:
+            # updatable 'false' foreign tables cannot take pgbench's writes: RO only, as in seed 001.
+            if d["workload"] == "rw" and d["target"] == "fdw_external_ro":
+                return True
+            # Only the external targets cross a link; the others are always measured, directly.
+            if d["target"] in REMOTE_TARGETS:
+                return d["latency"] not in requested
+            return d["latency"] != DIRECT
+
+        return cross(self.name, self.dimensions, dims, exclude)
 
     # -- servers and data -------------------------------------------------------------------
     def prepare(self, env: StudyEnv) -> None:
@@ -118,31 +138,38 @@ class FdwOverhead:
         env.log(f"pgbench data at scale {p['scale']} loaded in {time.monotonic() - t0:.1f} s")
 
         isolation = ISOLATIONS[p["isolation"]]
-        targets = {"local": (source, "source")}
         source.execute("source", f"ALTER DATABASE source SET default_transaction_isolation = '{isolation}'")
-        wanted = {"fdw_local": (source, "localfdw"), "fdw_external": (external, "external"),
-                  "fdw_external_ro": (external, "external_ro")}
+        targets = {("local", DIRECT): (source, "source")}
+        # fdw_local's path to the source is the direct loopback one: probed like every link.
+        env.servers.link(link_name(DIRECT), source)
         for target in env.options.dims["target"]:
-            if target == "local":
-                continue
-            cluster, db = wanted[target]
-            self._create_foreign_tables(cluster, db, source, isolation, readonly=target == "fdw_external_ro")
-            targets[target] = (cluster, db)
+            if target == "fdw_local":
+                self._create_foreign_tables(source, "localfdw", source.port, source, isolation, readonly=False)
+                targets[(target, DIRECT)] = (source, "localfdw")
+            elif target in REMOTE_TARGETS:
+                base = {"fdw_external": "external", "fdw_external_ro": "external_ro"}[target]
+                for latency in env.options.dims["latency"]:
+                    link = env.servers.link(link_name(latency), source, int(latency[:-2]), p.get("bandwidth"))
+                    db = base if latency == DIRECT else f"{base}_{latency}"
+                    self._create_foreign_tables(external, db, link.port, source, isolation,
+                                                readonly=target == "fdw_external_ro", host=link.host)
+                    targets[(target, latency)] = (external, db)
         env.state["targets"] = targets
         env.state["source"] = source
         env.fingerprint["pgbench"] = subprocess.run(
             [str(env.bins.path("pgbench")), "--version"], capture_output=True, text=True).stdout.strip()
         env.fingerprint["fdw_overhead"] = {
             "scale": p["scale"], "isolation": isolation, "pgbench_flags": "-n always; --max-tries",
-            "foreign_server": "postgres_fdw over TCP 127.0.0.1 (scram-sha-256)"}
+            "foreign_server": "postgres_fdw over TCP (scram-sha-256), direct or through an emulated link"}
 
     @staticmethod
-    def _create_foreign_tables(cluster, db, source, isolation: str, readonly: bool) -> None:
+    def _create_foreign_tables(cluster, db, port: int, source, isolation: str, readonly: bool,
+                               host: str = "127.0.0.1") -> None:
         cluster.create_database(db)
         statements = [
             "CREATE EXTENSION IF NOT EXISTS postgres_fdw",
             sql.SQL("CREATE SERVER source_server FOREIGN DATA WRAPPER postgres_fdw "
-                    "OPTIONS (host '127.0.0.1', port {}, dbname 'source')").format(sql.Literal(str(source.port))),
+                    "OPTIONS (host {}, port {}, dbname 'source')").format(sql.Literal(host), sql.Literal(str(port))),
             sql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER source_server "
                     "OPTIONS (user 'pgpathbench', password {})").format(sql.Literal(source.password)),
             sql.SQL("IMPORT FOREIGN SCHEMA public LIMIT TO ({}) FROM SERVER source_server INTO public").format(
@@ -160,7 +187,7 @@ class FdwOverhead:
     # -- one measurement --------------------------------------------------------------------
     def measure(self, env: StudyEnv, case: Case) -> dict:
         p = env.options.params
-        cluster, db = env.state["targets"][case["target"]]
+        cluster, db = env.state["targets"][(case["target"], case["latency"])]
         if case["workload"] == "rw":
             # What pgbench -n skips, done on the source itself: never through a foreign table.
             env.state["source"].execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers",
@@ -182,27 +209,30 @@ class FdwOverhead:
         return parse_pgbench(res.stdout)
 
     # -- the report -------------------------------------------------------------------------
-    def report(self, run: dict, measurements: list[dict]) -> list[Table]:
-        series: dict[tuple[str, str, int], dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-        failed: dict[tuple[str, str, int], list[str]] = defaultdict(list)
+    def report(self, run: dict, measurements: list[dict], probes: list[dict]) -> list[Table]:
+        series: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+        failed: dict[tuple, list[str]] = defaultdict(list)
         for m in measurements:
             if m["study"] != self.name:
                 continue
             d = m["dims"]
-            key = (d["workload"], d["target"], int(d["clients"]))
+            key = (d["workload"], d["target"], int(d["clients"]), d.get("latency", DIRECT))
             if not m["ok"]:
                 failed[key].append(m["error"])
                 continue
             for metric in ("tps", "latency_ms", "failures", "retries", "initial_connection_ms"):
                 if m["metrics"].get(metric) is not None:
                     series[key][metric][m["round"]] = float(m["metrics"][metric])
+        rtt = _rtt_by_link(probes)
         order = {t: i for i, t in enumerate(TARGET_LABEL)}
-        keys = sorted(series, key=lambda k: (k[0], k[2], order[k[1]]))
-        tables = [self._aggregate_table("TPS (without initial connection time)", "tps", keys, series,
+        keys = sorted(series, key=lambda k: (k[0], k[2], order[k[1]], int(k[3][:-2])))
+        tables = [self._aggregate_table("TPS (without initial connection time)", "tps", keys, series, rtt,
                                         FDW_OVERHEAD_TPS),
-                  self._aggregate_table("Latency average, ms", "latency_ms", keys, series,
+                  self._aggregate_table("Latency average, ms", "latency_ms", keys, series, rtt,
                                         FDW_OVERHEAD_LATENCY_MS),
-                  self._ratio_table(keys, series)]
+                  self._ratio_table(keys, series, rtt)]
+        if len({k[3] for k in keys}) > 1:
+            tables.append(self._rtt_cost_table(keys, series, probes))
         retry_rows = [[_bench(k), _med(series[k].get("failures")), _med(series[k].get("retries")),
                        _med(series[k].get("initial_connection_ms"))]
                       for k in keys if any(series[k].get(x) and max(series[k][x].values()) > 0
@@ -217,52 +247,111 @@ class FdwOverhead:
         return tables
 
     @staticmethod
-    def _aggregate_table(title, metric, keys, series, published) -> Table:
+    def _aggregate_table(title, metric, keys, series, rtt, published) -> Table:
         rows = []
         for k in keys:
             values = series[k].get(metric)
             if not values:
                 continue
             s = summarise(list(values.values()))
-            ref = published.get(k)
-            rows.append([_bench(k), k[0].upper(), TARGET_LABEL[k[1]], k[2], s.max, s.min, s.mean, s.median,
-                         s.ci_text, s.n, ref.mean if ref else None])
-        return Table(title, ["Bench", "Type", "Target", "Clients", "Max", "Min", "Mean", "Median",
-                             "95% CI of median", "n", "Published mean"], rows,
+            ref = published.get(k[:3]) if k[3] == DIRECT else None
+            rows.append([_bench(k), k[0].upper(), TARGET_LABEL[k[1]], k[2], _link_text(k, rtt),
+                         s.max, s.min, s.mean, s.median, s.ci_text, s.n, ref.mean if ref else None])
+        return Table(title, ["Bench", "Type", "Target", "Clients", "Path to source (measured RTT)", "Max", "Min",
+                             "Mean", "Median", "95% CI of median", "n", "Published mean"], rows,
                      ["Published: seed 000's table (PostgreSQL 9.6.2, scale 100, 10 x 10 s, 1 client; "
                       "FDW_ext_ro from seed 001). Compare ratios, not absolute figures, across machines.",
-                      "An interval followed by (NN%) covers only NN%: too few rounds for 95%."], align_left=3)
+                      "An interval followed by (NN%) covers only NN%: too few rounds for 95%."], align_left=5)
 
     @staticmethod
-    def _ratio_table(keys, series) -> Table:
+    def _ratio_table(keys, series, rtt) -> Table:
         rows = []
         for k in keys:
-            workload, target, clients = k
-            local = series.get((workload, "local", clients), {}).get("tps")
+            workload, target, clients, _ = k
+            local = series.get((workload, "local", clients, DIRECT), {}).get("tps")
             if target == "local" or not local or not series[k].get("tps"):
                 continue
             r = ratio_summary(local, series[k]["tps"])
             if r is None:
                 continue
-            rows.append([workload.upper(), clients, TARGET_LABEL[target], r.median, r.ci_text,
-                         r.verdict(1.0), published_tps_ratio(workload, target, clients)])
+            rows.append([workload.upper(), clients, TARGET_LABEL[target], _link_text(k, rtt), r.median, r.ci_text,
+                         r.verdict(1.0), published_tps_ratio(workload, target, clients) if k[3] == DIRECT else None])
         notes = ["Ratio: TPS of local / TPS through the target, paired by round (measured back to back); "
                  "above 1 = the FDW path is slower. Published: from the means of seed 000's table."]
-        by = {(row[0], row[1], row[2]): row[3] for row in rows}
+        by = {(row[0], row[1], row[2], row[3]): row[4] for row in rows}
+        direct = _link_text(("", "fdw_external", 0, DIRECT), rtt)
         for clients in sorted({k[2] for k in keys}):
-            ro, rw = by.get(("RO", clients, "FDW_external")), by.get(("RW", clients, "FDW_external"))
+            ro, rw = by.get(("RO", clients, "FDW_external", direct)), by.get(("RW", clients, "FDW_external", direct))
             if ro and rw:
                 notes.append(f"{clients} client(s), FDW_external: RO overhead {ro:.2f}x "
                              f"{'above' if ro > rw else 'NOT above'} RW overhead {rw:.2f}x "
                              "(seed 000: RO about 6.7x, far above RW).")
-        return Table("Overhead: TPS local / TPS target", ["Type", "Clients", "Target", "Ratio (median)",
-                                                         "95% CI", "Differs from 1", "Published ratio"],
-                     rows, notes, align_left=3)
+        return Table("Overhead: TPS local / TPS target", ["Type", "Clients", "Target", "Path to source (measured RTT)",
+                                                         "Ratio (median)", "95% CI", "Differs from 1",
+                                                         "Published ratio"], rows, notes, align_left=4)
+
+    @staticmethod
+    def _rtt_cost_table(keys, series, probes) -> Table:
+        """Latency per transaction against the round trip measured in the same round."""
+        round_rtt = _rtt_by_link_round(probes)
+        rows = []
+        for workload, target, clients in sorted({k[:3] for k in keys if k[1] in REMOTE_TARGETS}):
+            xs, ys = [], []
+            for k in keys:
+                if k[:3] != (workload, target, clients):
+                    continue
+                for round_no, latency in series[k].get("latency_ms", {}).items():
+                    x = round_rtt.get((link_name(k[3]), round_no))
+                    if x is not None:
+                        xs.append(x)
+                        ys.append(latency)
+            try:
+                fit = linear_fit(xs, ys)
+            except ValueError:
+                continue
+            rows.append([workload.upper(), clients, TARGET_LABEL[target], fit.n, fit.slope,
+                         f"[{fit.slope_low:.2f}, {fit.slope_high:.2f}]", fit.intercept, fit.r2])
+        return Table("Cost of a round trip: latency per transaction against measured RTT",
+                     ["Type", "Clients", "Target", "Points", "ms per ms of RTT", "95% CI", "Latency at 0 RTT, ms",
+                      "R²"], rows,
+                     ["Slope of pgbench's latency average against the link's round trip measured in the same round: "
+                      "about the number of network round trips each transaction makes through postgres_fdw."],
+                     align_left=3)
 
 
-def _bench(key: tuple[str, str, int]) -> str:
-    workload, target, clients = key
-    return f"{workload.upper()}.{TARGET_LABEL[target]}" + (f"_{clients}" if clients != 1 else "")
+def link_name(latency: str) -> str:
+    """The link from the external instance (or fdw_local) to the source, at one latency."""
+    return f"source_{latency}"
+
+
+def _rtt_by_link(probes: list[dict]) -> dict[str, float]:
+    by: dict[str, list[float]] = defaultdict(list)
+    for p in probes:
+        by[p["link"]].append(p["rtt_median_ms"])
+    return {link: summarise(v).median for link, v in by.items()}
+
+
+def _rtt_by_link_round(probes: list[dict]) -> dict[tuple[str, int], float]:
+    """The mean of the before and after probes of each link and round."""
+    by: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for p in probes:
+        by[(p["link"], p["round"])].append(p["rtt_median_ms"])
+    return {k: sum(v) / len(v) for k, v in by.items()}
+
+
+def _link_text(key: tuple, rtt: dict[str, float]) -> str:
+    _, target, _, latency = key
+    if target == "local":
+        return "unix socket"
+    measured = rtt.get(link_name(latency))
+    where = "direct loopback" if latency == DIRECT else f"{latency} link"
+    return f"{where}, {measured:.2f} ms" if measured is not None else where
+
+
+def _bench(key: tuple) -> str:
+    workload, target, clients, latency = key
+    return (f"{workload.upper()}.{TARGET_LABEL[target]}" + (f"_{clients}" if clients != 1 else "")
+            + (f"@{latency}" if latency != DIRECT else ""))
 
 
 def _med(values: dict[int, float] | None) -> float | None:
