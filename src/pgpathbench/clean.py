@@ -8,7 +8,8 @@ from pathlib import Path
 
 from .procs import pid_alive
 from .servers.cluster import postmaster_pid, stop_pid
-from .servers.topology import PROXY_PID_FILE
+from .servers.network import remove_netns_links
+from .servers.topology import NETNS_STATE, PROXY_PID_FILE
 from .workspace import Workspace
 
 
@@ -37,6 +38,7 @@ def clean(ws: Workspace, remove_results: bool = False) -> list[str]:
             said.append(f"stopped server {data.parent} (pid {pid})")
     for pid_file in sorted(ws.servers_dir.glob(f"*/{PROXY_PID_FILE}")):
         said += filter(None, [_stop_recorded_proxy(pid_file)])
+    said += remove_netns_links(ws.root / NETNS_STATE)
     if ws.servers_dir.exists():
         for run_dir in sorted(ws.servers_dir.iterdir()):
             shutil.rmtree(run_dir, ignore_errors=True)

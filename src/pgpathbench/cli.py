@@ -268,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not out.is_terminal:  # piped or captured: keep tables whole rather than 80 columns wide
         out = Console(highlight=False, soft_wrap=False, width=200)
     err = Console(stderr=True, highlight=False)
+    if not err.is_terminal:
+        err = Console(stderr=True, highlight=False, width=200)
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args, out, err)

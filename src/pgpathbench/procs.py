@@ -20,11 +20,26 @@ from typing import Sequence
 from .errors import UserError
 
 _PR_SET_PDEATHSIG = 1
+_CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _die_with_parent(sig: int):
+def _die_with_parent(sig: int, netns: str | None = None, uid: int | None = None, gid: int | None = None):
+    """The child's set-up between fork and exec: network namespace, identity, death signal.
+
+    In this order because entering a namespace needs root, and a change of identity clears
+    the parent-death signal.
+    """
     def preexec() -> None:
+        if netns is not None:
+            fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
+            if _libc.setns(fd, _CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {netns}")
+            os.close(fd)
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
         _libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
         # The parent may have died between fork and prctl.
         if os.getppid() == 1:
@@ -66,10 +81,10 @@ class OsUser:
         if not self.is_me:
             os.chown(path, self.uid, self.gid)
 
-    def _identity(self) -> dict:
+    def _preexec(self, sig: int, netns: str | None = None):
         if self.is_me:
-            return {}
-        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+            return _die_with_parent(sig, netns)
+        return _die_with_parent(sig, netns, self.uid, self.gid)
 
     def env(self) -> dict:
         env = dict(os.environ)
@@ -81,16 +96,16 @@ class OsUser:
         """Run a short command as this user and wait for it (initdb, ...)."""
         return subprocess.run(
             list(args), env=kw.pop("env", self.env()), cwd=kw.pop("cwd", "/"),
-            preexec_fn=_die_with_parent(signal.SIGKILL), start_new_session=True,
-            **self._identity(), **kw,
+            preexec_fn=self._preexec(signal.SIGKILL), start_new_session=True, **kw,
         )
 
-    def spawn(self, args: Sequence[str], stop_signal: int = signal.SIGINT, **kw) -> subprocess.Popen:
-        """Start a long-lived child as this user; it gets stop_signal if the tool dies."""
+    def spawn(self, args: Sequence[str], stop_signal: int = signal.SIGINT, netns: str | None = None,
+              **kw) -> subprocess.Popen:
+        """Start a long-lived child as this user (in a network namespace if given); it gets
+        stop_signal if the tool dies."""
         return subprocess.Popen(
             list(args), env=kw.pop("env", self.env()), cwd=kw.pop("cwd", "/"),
-            preexec_fn=_die_with_parent(stop_signal), start_new_session=True,
-            **self._identity(), **kw,
+            preexec_fn=self._preexec(stop_signal, netns), start_new_session=True, **kw,
         )
 
 

@@ -90,7 +90,8 @@ class Runner:
         measure_s = bookkeeping_s = 0.0
         timings: dict[str, float] = {}
         try:
-            with signals_interrupt(), Servers(self.workspace, run_id, self.bins, self.keep_servers) as servers:
+            with signals_interrupt(), Servers(self.workspace, run_id, self.bins, self.keep_servers,
+                                                  log=self.progress.log) as servers:
                 if todo:
                     env = StudyEnv(options, self.bins, servers, self.progress.log)
                     t0 = time.monotonic()

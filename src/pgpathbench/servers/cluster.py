@@ -45,6 +45,7 @@ class Cluster:
     user: OsUser
     settings: dict[str, str] = field(default_factory=dict)
     port: int | None = None
+    netns: dict | None = None       # when the server sits on its own network stack (see network.py)
     _proc: subprocess.Popen | None = field(default=None, repr=False)
 
     # -- paths ------------------------------------------------------------------------------
@@ -101,16 +102,25 @@ class Cluster:
             pwfile.unlink(missing_ok=True)
         if res.returncode != 0:
             raise RuntimeError(f"initdb of {self.name} failed: {res.stderr.strip()}")
-        # Only loopback TCP, only with a password; the socket directory is private.
-        hba = ("local all all trust\n"
-               "host all all 127.0.0.1/32 scram-sha-256\n")
-        (self.data / "pg_hba.conf").write_text(hba)
         with open(self.data / "postgresql.conf", "a") as f:
             f.write("\ninclude_if_exists 'pgpathbench.conf'\n")
 
+    @property
+    def tcp_host(self) -> str:
+        """Where TCP clients on the host reach the server: loopback, or its namespace's address."""
+        return self.netns["ns_addr"] if self.netns else "127.0.0.1"
+
     def _write_settings(self) -> None:
+        # Only loopback TCP (and the namespace's own address), only with a password; the socket
+        # directory is private.
+        hba = "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+        listen = "127.0.0.1"
+        if self.netns:
+            hba += f"host all all {self.netns['host_addr']}/32 scram-sha-256\n"
+            listen += f",{self.netns['ns_addr']}"
+        (self.data / "pg_hba.conf").write_text(hba)
         conf = {
-            "listen_addresses": "'127.0.0.1'",
+            "listen_addresses": f"'{listen}'",
             "port": str(self.port),
             "unix_socket_directories": f"'{self.sockdir}'",
             "unix_socket_permissions": "0700",
@@ -130,6 +140,7 @@ class Cluster:
             log = open(self.logfile, "ab")
             self.user.chown(self.logfile)
             self._proc = self.user.spawn([str(self.bins.path("postgres")), "-D", str(self.data)],
+                                         netns=self.netns["netns"] if self.netns else None,
                                          stdout=log, stderr=subprocess.STDOUT)
             log.close()
             if self._wait_ready():
@@ -191,7 +202,7 @@ class Cluster:
     def conninfo(self, dbname: str = "postgres", transport: str = "unix") -> str:
         if transport == "unix":
             return f"host={self.sockdir} port={self.port} user={SUPERUSER} dbname={dbname}"
-        return f"host=127.0.0.1 port={self.port} user={SUPERUSER} dbname={dbname} password={self.password}"
+        return f"host={self.tcp_host} port={self.port} user={SUPERUSER} dbname={dbname} password={self.password}"
 
     def connect(self, dbname: str = "postgres", **kw) -> psycopg.Connection:
         return psycopg.connect(self.conninfo(dbname), autocommit=True, **kw)

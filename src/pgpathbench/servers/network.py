@@ -133,12 +133,15 @@ class ToxiproxyServer:
     """
 
     def __init__(self, binary: str | Path | None = None, user: OsUser | None = None,
-                 log_path: Path | None = None):
+                 log_path: Path | None = None, config_path: Path | None = None):
         self.binary = find_toxiproxy(binary)
         if self.binary is None:
             raise FileNotFoundError(f"{binary or TOXIPROXY} not found: run scripts/install-toxiproxy")
         self.user = user or OsUser.for_servers()
         self.log_path = log_path
+        # An (empty) startup config in the workspace: it also names the workspace on the
+        # command line, so leak checks and `clean` can tell this proxy from anyone else's.
+        self.config_path = config_path
         self.port: int | None = None
         self.links: dict[str, Link] = {}
         self._proc: subprocess.Popen | None = None
@@ -153,7 +156,11 @@ class ToxiproxyServer:
             log = open(self.log_path, "a+b") if self.log_path else tempfile.TemporaryFile()
             with log:
                 env = {**self.user.env(), "LOG_LEVEL": "warn"}  # not one line per connection
-                self._proc = self.user.spawn([str(self.binary), "-host", "127.0.0.1", "-port", str(self.port)],
+                args = [str(self.binary), "-host", "127.0.0.1", "-port", str(self.port)]
+                if self.config_path is not None:
+                    self.config_path.write_text("[]\n")
+                    args += ["-config", str(self.config_path)]
+                self._proc = self.user.spawn(args,
                                              stop_signal=signal.SIGTERM, env=env,
                                              stdout=log, stderr=subprocess.STDOUT)
                 if self._wait_ready():
@@ -315,6 +322,14 @@ def _save_state(state_file: Path, records: list[dict]) -> None:
 
 
 def create_netns_link(name: str, state_file: Path, bandwidth_kbit: int | None = None) -> Link:
+    rec = create_netns(name, state_file, bandwidth_kbit)
+    return Link(name, "netns", rec["ns_addr"], NETNS_PORT, 0, 0, bandwidth_kbit,
+                upstream=f"{rec['netns']}:{rec['ns_addr']}:{NETNS_PORT}",
+                toxics=[{"type": "tbf", "rate_kbit": bandwidth_kbit}] if bandwidth_kbit else [])
+
+
+def create_netns(name: str, state_file: Path, bandwidth_kbit: int | None = None) -> dict:
+    """A namespace joined to ours by a veth pair: {netns, veth_host, veth_ns, host_addr, ns_addr}."""
     if not re.fullmatch(r"[a-z0-9_]{1,20}", name):
         raise ValueError(f"netns link '{name}': lower-case letters, digits and _ only")
     netns = NETNS_PREFIX + name
@@ -349,9 +364,7 @@ def create_netns_link(name: str, state_file: Path, bandwidth_kbit: int | None = 
     except BaseException:
         remove_netns_links(state_file, only=netns)
         raise
-    return Link(name, "netns", rec["ns_addr"], NETNS_PORT, 0, 0, bandwidth_kbit,
-                upstream=f"{netns}:{rec['ns_addr']}:{NETNS_PORT}",
-                toxics=[{"type": "tbf", "rate_kbit": bandwidth_kbit}] if bandwidth_kbit else [])
+    return rec
 
 
 def remove_netns_links(state_file: Path, only: str | None = None) -> list[str]:

@@ -12,10 +12,12 @@ from ..errors import UserError
 from ..workspace import Workspace
 from .binaries import PgBinaries
 from .cluster import Cluster
-from .network import Link, ToxiproxyServer, find_toxiproxy, measure_rtt
+from .network import (Link, ToxiproxyServer, available_link_kinds, create_netns, find_toxiproxy, measure_rtt,
+                      remove_netns_links)
 
 PROBE_ROUND_TRIPS = 100
 PROXY_PID_FILE = "toxiproxy.pid"   # found by `clean` if a run was killed before it could stop the proxy
+NETNS_STATE = "network.json"       # namespaces and veths made, recorded before they are made (for `clean`)
 
 
 def require_proxy() -> None:
@@ -25,7 +27,8 @@ def require_proxy() -> None:
 
 
 class Servers:
-    def __init__(self, workspace: Workspace, run_id: str, bins: PgBinaries, keep: bool = False):
+    def __init__(self, workspace: Workspace, run_id: str, bins: PgBinaries, keep: bool = False,
+                 log=lambda message: None):
         self.workspace = workspace
         self.root: Path = workspace.run_servers_dir(run_id)
         self.bins = bins
@@ -33,15 +36,39 @@ class Servers:
         self.clusters: dict[str, Cluster] = {}
         self.links: dict[str, tuple[Link, str]] = {}   # name -> (link, conninfo through it)
         self._proxy: ToxiproxyServer | None = None
+        self.run_tag = run_id.rsplit("-", 1)[-1][:4]
+        self.log = log
+        self.netns_state = workspace.root / NETNS_STATE
+        self._netns: list[str] = []
 
-    def cluster(self, name: str, settings: dict[str, str] | None = None) -> Cluster:
-        """A started cluster named `name` for this run (made fresh on first request)."""
+    def cluster(self, name: str, settings: dict[str, str] | None = None, remote: bool = False,
+                bandwidth_kbit: int | None = None) -> Cluster:
+        """A started cluster named `name` for this run (made fresh on first request).
+
+        A remote role sits on its own network stack when we can make one (root): a network
+        namespace joined by a veth pair, with tc tbf for a bandwidth limit. Otherwise it listens
+        on loopback and links are proxies only (said once).
+        """
         if name not in self.clusters:
             c = Cluster(name, self.root / name, self.bins, self.workspace.server_user, settings or {})
             c.remove()  # a resumed run starts from clean data, never from a killed run's leftovers
+            if remote:
+                c.netns = self._namespace(name, bandwidth_kbit)
             self.clusters[name] = c
             c.start()
         return self.clusters[name]
+
+    def _namespace(self, name: str, bandwidth_kbit: int | None) -> dict | None:
+        kind = available_link_kinds()["netns"]
+        if not kind.startswith("ok"):
+            self.log(f"no network namespace for the remote role ({kind}): it listens on 127.0.0.1, "
+                     "links are Toxiproxy only")
+            return None
+        rec = create_netns(f"{self.run_tag}_{name}"[:20], self.netns_state, bandwidth_kbit)
+        self._netns.append(rec["netns"])
+        self.log(f"{name} sits in network namespace {rec['netns']} at {rec['ns_addr']} (veth"
+                 + (f", tbf {bandwidth_kbit} kbit/s" if bandwidth_kbit else "") + ")")
+        return rec
 
     def link(self, name: str, cluster: Cluster, latency_ms: int = 0, bandwidth_kbit: int | None = None) -> Link:
         """A path to `cluster`'s TCP port: direct on loopback, or through an emulated link.
@@ -51,14 +78,21 @@ class Servers:
         """
         if name in self.links:
             return self.links[name][0]
-        if latency_ms == 0 and not bandwidth_kbit:
-            link = Link(name, "direct", "127.0.0.1", cluster.port, upstream=f"127.0.0.1:{cluster.port}")
+        host, over = cluster.tcp_host, "veth" if cluster.netns else "loopback"
+        shaped = cluster.netns is not None  # tbf on the veth already limits bandwidth
+        if latency_ms == 0 and (not bandwidth_kbit or shaped):
+            link = Link(name, f"direct ({over})", host, cluster.port, 0, 0, bandwidth_kbit, upstream=f"{host}:{cluster.port}")
         else:
             if self._proxy is None:
-                self._proxy = ToxiproxyServer(user=self.workspace.server_user, log_path=self.root / "toxiproxy.log")
+                self._proxy = ToxiproxyServer(user=self.workspace.server_user, log_path=self.root / "toxiproxy.log",
+                                              config_path=self.root / "toxiproxy.json")
                 self._proxy.start()
                 (self.root / PROXY_PID_FILE).write_text(f"{self._proxy.pid}\n")
-            link = self._proxy.add_link(name, "127.0.0.1", cluster.port, latency_ms, bandwidth_kbit=bandwidth_kbit)
+            link = self._proxy.add_link(name, host, cluster.port, latency_ms,
+                                        bandwidth_kbit=None if shaped else bandwidth_kbit)
+            link.kind = f"proxy ({over})"
+            if shaped:
+                link.bandwidth_kbit = bandwidth_kbit
         self.links[name] = (link, link.conninfo(cluster.conninfo(transport="tcp")))
         return link
 
@@ -77,6 +111,13 @@ class Servers:
         if self._proxy is not None:
             self._proxy.close()
             (self.root / PROXY_PID_FILE).unlink(missing_ok=True)
+        try:
+            self._close_clusters()
+        finally:
+            for netns in self._netns:  # after the servers inside them have stopped
+                remove_netns_links(self.netns_state, only=netns)
+
+    def _close_clusters(self) -> None:
         for c in reversed(list(self.clusters.values())):
             if self.keep:
                 c.stop()

@@ -122,7 +122,9 @@ class FdwOverhead:
     def prepare(self, env: StudyEnv) -> None:
         p = env.options.params
         t0 = time.monotonic()
-        source = env.servers.cluster("source")
+        # With links requested, the source is a remote role: on its own network stack when possible.
+        emulated = env.options.dims["latency"] != (DIRECT,) or bool(p.get("bandwidth"))
+        source = env.servers.cluster("source", remote=emulated, bandwidth_kbit=p.get("bandwidth"))
         needs_external = any(t.startswith("fdw_external") for t in env.options.dims["target"])
         external = env.servers.cluster("external") if needs_external else None
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
@@ -344,7 +346,7 @@ def _link_text(key: tuple, rtt: dict[str, float]) -> str:
     if target == "local":
         return "unix socket"
     measured = rtt.get(link_name(latency))
-    where = "direct loopback" if latency == DIRECT else f"{latency} link"
+    where = "direct" if latency == DIRECT else f"{latency} link"
     return f"{where}, {measured:.2f} ms" if measured is not None else where
 
 

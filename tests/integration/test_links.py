@@ -1,0 +1,106 @@
+"""Remote links in a study: latency as a dimension, RTT probes, cost per round trip, cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+
+from conftest import our_processes, pgpathbench, spawn_pgpathbench
+from test_fdw_overhead import report_json, wait_for_measurements
+
+pytestmark = pytest.mark.integration
+
+LINKED = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_external",
+          "--clients", "1", "--latency", "0,2ms", "--repeat", "3", "--duration", "1"]
+
+
+def netns_of(run_id: str) -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if f"pgpb-{run_id.rsplit('-', 1)[-1][:4]}" in l]
+
+
+@pytest.fixture(scope="module")
+def linked_run(workspace_root):
+    res = pgpathbench(*LINKED, workspace=workspace_root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res, report_json(workspace_root)
+
+
+def test_links_are_probed_before_and_after_every_round(linked_run):
+    _, rep = linked_run
+    probes = rep["link_probes"]
+    assert Counter((p["link"], p["round"], p["phase"]) for p in probes) == {
+        (link, r, phase): 1 for link in ("source_0ms", "source_2ms") for r in (1, 2, 3) for phase in ("before", "after")}
+    rtt = {link: sorted(p["rtt_median_ms"] for p in probes if p["link"] == link)[3]
+           for link in ("source_0ms", "source_2ms")}
+    assert 1.6 < rtt["source_2ms"] - rtt["source_0ms"] < 3.0   # a 2 ms link adds about 2 ms (+ the proxy hop)
+
+
+def test_ro_tps_through_2ms_link_far_below_direct(linked_run):
+    res, rep = linked_run
+    tps = {}
+    for m in rep["measurements"]:
+        tps.setdefault(m["case_id"], []).append(m["metrics"]["tps"])
+    assert set(tps) == {"ro:local:1:0ms", "ro:fdw_external:1:0ms", "ro:fdw_external:1:2ms"}
+    assert max(tps["ro:fdw_external:1:2ms"]) * 5 < min(tps["ro:fdw_external:1:0ms"])
+    out = res.stdout
+    assert "RO.FDW_external@2ms" in out and "2ms link, " in out
+    assert "Cost of a round trip" in out
+
+
+def test_each_transaction_costs_several_round_trips(linked_run):
+    """The slope of latency per transaction against RTT counts postgres_fdw's round trips."""
+    res, _ = linked_run
+    row = next(l for l in res.stdout.splitlines() if l.strip().startswith("RO") and "FDW_external" in l and "[" in l
+               and "ms per" not in l and l.split()[3] == "6")
+    slope = float(row.split()[4])
+    assert 2 <= slope <= 10, row
+
+
+def test_links_recorded_in_environment(linked_run):
+    _, rep = linked_run
+    links = rep["run"]["environment"]["sessions"][0]["links"]
+    assert links["source_2ms"]["latency_ms"] == 2 and links["source_2ms"]["kind"].startswith("proxy")
+    assert links["source_0ms"]["kind"].startswith("direct")
+    if os.geteuid() == 0:  # the remote role then sits on its own network stack
+        assert "veth" in links["source_2ms"]["kind"]
+        assert links["source_2ms"]["upstream"].startswith("169.254.")
+
+
+def test_sigterm_removes_proxy_namespace_and_servers(workspace_root):
+    proc = spawn_pgpathbench(*LINKED, workspace=workspace_root)
+    wait_for_measurements(proc, 1)
+    running = our_processes(workspace_root)
+    assert any("toxiproxy" in p for p in running) and any("postgres" in p for p in running)
+    run_id = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)[-1]["run_id"]
+    if os.geteuid() == 0:
+        assert netns_of(run_id)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert our_processes(workspace_root) == []
+    assert netns_of(run_id) == []
+    assert not (workspace_root / "network.json").exists() or "pgpb-" not in (workspace_root / "network.json").read_text()
+
+
+def test_clean_removes_what_a_killed_run_left(workspace_root):
+    proc = spawn_pgpathbench(*LINKED, workspace=workspace_root)
+    wait_for_measurements(proc, 1)
+    run_id = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)[-1]["run_id"]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while our_processes(workspace_root) and time.monotonic() < deadline:  # children die with their parent
+        time.sleep(0.2)
+    assert our_processes(workspace_root) == []
+    if os.geteuid() == 0:
+        assert netns_of(run_id), "a SIGKILLed run cannot remove its namespace: clean must"
+    res = pgpathbench("clean", workspace=workspace_root)
+    assert res.returncode == 0
+    assert netns_of(run_id) == []
