@@ -1,0 +1,270 @@
+"""pgpb_psycopg: pgpathbench's psycopg 3 client. Contract: clients/CONTRACT.md.
+
+Modes: normal (execute, then the rows of the client-side result), cursor:N (a named, server-side
+cursor read N rows at a time), copy (cursor.copy: COPY (SQL) TO STDOUT, one block per row).
+Run it with the project's virtual environment: .tools/clients/pgpb_psycopg does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import getopt
+import os
+import sys
+from pathlib import Path
+from time import perf_counter as now  # monotonic
+
+CLIENT = "pgpb_psycopg"
+USAGE = (f"usage: {CLIENT} -c CONNINFO -s SQL [-k 0|1] [-n ITERATIONS] [-p 0|1] [-o DEST]\n"
+         "       [-m normal|cursor:N|copy]   (see clients/CONTRACT.md)\n")
+OUTBUF_SIZE = 1 << 20  # output is hashed and written in 1 MiB blocks, never per row
+BATCH_ROWS = 10_000    # rows converted to Python objects at a time in normal mode (bounded memory)
+FNV_BASIS, FNV_PRIME, MASK64 = 0xCBF29CE484222325, 0x100000001B3, (1 << 64) - 1
+FNV_LIB = Path(__file__).resolve().parents[2] / ".tools" / "clients" / "libpgpb_fnv1a.so"
+
+# Escapes of COPY TO's text format (CopyAttributeOutText); every other character is kept.
+ESCAPES = str.maketrans({"\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+                         "\v": "\\v"})
+NEEDS_ESCAPE_BUT_TAB_NL = ("\\", "\b", "\f", "\r", "\v")
+
+
+def usage_error(msg: str) -> None:
+    sys.stderr.write(f"{CLIENT}: {msg}\n{USAGE}")
+    sys.exit(2)
+
+
+def server_error(what: str, exc: BaseException) -> None:
+    msg = str(exc).strip()
+    msg = msg[len(what) + 2:] if msg.startswith(what + ": ") else msg  # libpq 17+ says it already
+    sys.stderr.write(f"{CLIENT}: {what}: {msg}\n")
+    sys.exit(3)
+
+
+def parse_int(opt: str, s: str, lo: int, hi: int) -> int:
+    try:
+        v = int(s, 10)
+    except ValueError:
+        v = None
+    if v is None or not lo <= v <= hi or not s.strip().lstrip("+-").isdigit():
+        usage_error(f"-{opt}: '{s}' is not an integer in {lo}..{hi}")
+    return v
+
+
+def load_fnv():
+    """FNV-1a 64 in C (ctypes); a pure Python fallback is correct but about 100x slower."""
+    lib_path = os.environ.get("PGPB_FNV1A_LIB", str(FNV_LIB))
+    try:
+        lib = ctypes.CDLL(lib_path)
+    except OSError:
+        sys.stderr.write(f"{CLIENT}: warning: {lib_path} missing (scripts/build-clients builds it); "
+                         "hashing in pure Python, slowly\n")
+
+        def fnv(h: int, data: bytearray) -> int:
+            for b in data:
+                h = ((h ^ b) * FNV_PRIME) & MASK64
+            return h
+        return fnv
+    lib.pgpb_fnv1a.argtypes = (ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t)
+    lib.pgpb_fnv1a.restype = ctypes.c_uint64
+    c_fnv = lib.pgpb_fnv1a
+
+    def fnv(h: int, data: bytearray) -> int:
+        if not data:
+            return h
+        first = ctypes.c_char.from_buffer(data)  # the bytearray's own memory, no copy
+        return c_fnv(h, ctypes.addressof(first), len(data))
+    return fnv
+
+
+class Output:
+    """COPY text copied into one bytearray; at 1 MiB it is hashed and (with -p 1) written at once.
+    (Copying each block at once, rather than keeping a list of blocks to join, lets psycopg's
+    buffers be freed while still hot: measured 0.2 s instead of 0.4 s of CPU per 1M rows.)"""
+
+    def __init__(self, dest: str, printing: bool):
+        self.file = open(dest, "wb", buffering=0)
+        self.printing = printing
+        self.fnv = load_fnv()
+        self.buf = bytearray()
+        self.checksum = FNV_BASIS
+        self.nbytes = 0
+
+    def add(self, data: bytes) -> None:
+        self.buf += data
+        if len(self.buf) >= OUTBUF_SIZE:
+            self.flush()
+
+    def flush(self) -> None:
+        buf = self.buf
+        self.checksum = self.fnv(self.checksum, buf)
+        self.nbytes += len(buf)
+        if self.printing:
+            self.file.write(buf)
+        buf.clear()
+
+    def close(self) -> None:
+        self.flush()
+        self.file.close()
+
+
+def render_rows(rows: list, ncols: int) -> bytes:
+    """Rows as COPY text. Fast path: join everything, then prove no value needed escaping by
+    counting separators and looking for the other escapable characters (C-speed scans); a
+    NULL (TypeError in join) or any escapable character sends the batch to the slow path."""
+    try:
+        text = "\n".join(map("\t".join, rows))
+        if (text.count("\t") == len(rows) * (ncols - 1) and text.count("\n") == len(rows) - 1
+                and not any(c in text for c in NEEDS_ESCAPE_BUT_TAB_NL)):
+            return (text + "\n").encode()
+    except TypeError:
+        pass
+    return "".join("\t".join("\\N" if v is None else v.translate(ESCAPES) for v in row) + "\n"
+                   for row in rows).encode()
+
+
+def text_loaders_everywhere(psycopg) -> None:
+    """Load every value as its text, as libpq (PQgetvalue) and JDBC (getString) hand it over:
+    no client parses values into native types, and the rendering is PostgreSQL's own text.
+    (psycopg swaps in its C TextLoader.)"""
+    from psycopg.types.string import TextLoader
+    for info in psycopg.postgres.types:
+        for oid in (info.oid, getattr(info, "array_oid", 0)):
+            if oid:
+                psycopg.adapters.register_loader(oid, TextLoader)
+
+
+def main(argv: list[str]) -> int:
+    conninfo = sql = None
+    keep, iterations, printing, dest, mode = 1, 1, 0, "/dev/null", "normal"
+    try:
+        opts, rest = getopt.getopt(argv, "c:s:k:n:p:o:m:h")
+    except getopt.GetoptError as e:
+        usage_error(str(e))
+    for opt, val in opts:
+        if opt == "-c": conninfo = val
+        elif opt == "-s": sql = val
+        elif opt == "-k": keep = parse_int("k", val, 0, 1)
+        elif opt == "-n": iterations = parse_int("n", val, 1, 1_000_000_000)
+        elif opt == "-p": printing = parse_int("p", val, 0, 1)
+        elif opt == "-o": dest = val
+        elif opt == "-m": mode = val
+        elif opt == "-h":
+            sys.stdout.write(USAGE)
+            return 0
+    if rest:
+        usage_error(f"unexpected argument '{rest[0]}'")
+    if conninfo is None or sql is None:
+        usage_error("-c CONNINFO and -s SQL are required")
+    cursor_rows = 0
+    if mode.startswith("cursor:"):
+        cursor_rows = parse_int("m cursor:N, N", mode[7:], 1, 1_000_000_000)
+    elif mode not in ("normal", "copy"):
+        usage_error(f"-m {mode}: not a mode of this client (normal, cursor:N, copy)")
+
+    import psycopg  # after the usage checks: a usage error stays fast
+    from psycopg.conninfo import conninfo_to_dict
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as e:
+        usage_error(f"-c: {str(e).strip()}")
+    text_loaders_everywhere(psycopg)
+
+    # COPY (...) and DECLARE reject a trailing ';': strip it (and white space), as every client does.
+    query = sql.rstrip(" \t\r\n;")
+    if mode == "copy":
+        query = f"COPY ({query}) TO STDOUT"
+    try:
+        out = Output(dest, bool(printing))
+    except OSError as e:
+        usage_error(f"-o: cannot open {dest}: {e.strerror}")
+
+    rows = 0
+    connect_s = exec_s = fetch_s = 0.0
+
+    def connect():
+        nonlocal connect_s
+        t = now()
+        try:
+            # Named cursors need a transaction; the other modes run like libpq's, in autocommit.
+            conn = psycopg.connect(conninfo, client_encoding="UTF8", autocommit=not cursor_rows)
+        except psycopg.Error as e:
+            server_error("connection failed", e)
+        connect_s += now() - t
+        return conn
+
+    def run_query(conn) -> None:
+        nonlocal rows, exec_s, fetch_s
+        t = now()
+        if mode == "normal":
+            cur = conn.cursor()
+            cur.execute(query)  # returns with the whole result in memory
+            exec_s += now() - t
+            t = now()
+            ncols = len(cur.description)
+            # fetchmany slices the same in-memory result fetchall would convert whole, but keeps
+            # at most BATCH_ROWS rows as Python objects (10M rows would not fit otherwise).
+            while batch := cur.fetchmany(BATCH_ROWS):
+                out.add(render_rows(batch, ncols))
+                rows += len(batch)
+            cur.close()
+        elif mode == "copy":
+            cur = conn.cursor()
+            with cur.copy(query) as copy:  # entered at CopyOutResponse, before any row
+                exec_s += now() - t
+                t = now()
+                buf, n = out.buf, 0
+                for block in copy:  # one CopyData message, i.e. one row, per block
+                    buf += block  # out.add, inlined: this loop runs once per row
+                    n += 1
+                    if len(buf) >= OUTBUF_SIZE:
+                        out.flush()
+                rows += n
+            cur.close()
+        else:
+            cur = conn.cursor(name="pgpb_cursor")
+            cur.itersize = cursor_rows
+            cur.execute(query)  # DECLARE; rows come with each FETCH
+            exec_s += now() - t
+            t = now()
+            ncols = len(cur.description)
+            while batch := cur.fetchmany(cursor_rows):
+                out.add(render_rows(batch, ncols))
+                rows += len(batch)
+            cur.close()
+            conn.commit()
+        fetch_s += now() - t
+
+    t0 = now()
+    try:
+        conn = connect() if keep else None
+        for _ in range(iterations):
+            if not keep:
+                conn = connect()
+            run_query(conn)
+            if not keep:
+                conn.close()
+        if keep:
+            conn.close()
+    except psycopg.Error as e:
+        server_error("query failed", e)
+    t = now()
+    try:
+        out.close()
+    except OSError as e:
+        sys.stderr.write(f"{CLIENT}: -o: cannot write {dest}: {e.strerror}\n")
+        return 1
+    fetch_s += now() - t
+    total_s = now() - t0
+
+    lib = psycopg.pq.version()
+    version = f"psycopg {psycopg.__version__} ({psycopg.pq.__impl__}, libpq {lib // 10000}.{lib % 10000})"
+    # The same key order and number format as the C clients' printf.
+    sys.stdout.write(
+        f'{{"client":"psycopg","version":"{version}","mode":"{mode}","iterations":{iterations},'
+        f'"rows":{rows},"bytes":{out.nbytes},"checksum":"{out.checksum:016x}","connect_s":{connect_s:.6f},'
+        f'"exec_s":{exec_s:.6f},"fetch_s":{fetch_s:.6f},"total_s":{total_s:.6f}}}\n')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

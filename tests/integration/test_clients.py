@@ -1,0 +1,231 @@
+"""The native clients (seed 003) against a real managed server: every client, every mode it has,
+over the unix socket and TCP, connecting once and per iteration, printing or not, to /dev/null
+and to a file. Every run must return the same rows, bytes and checksum as psql's COPY of the
+same query, and a file destination must hold exactly COPY's text (clients/CONTRACT.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import REPO
+from pgpathbench.procs import OsUser
+from pgpathbench.servers.binaries import resolve
+from pgpathbench.servers.cluster import Cluster, free_port
+
+pytestmark = pytest.mark.integration
+
+TOOLS = REPO / ".tools" / "clients"
+KEYS = ["client", "version", "mode", "iterations", "rows", "bytes", "checksum", "connect_s", "exec_s",
+        "fetch_s", "total_s"]
+# client -> (command, modes, transports). cursor:333 leaves a short last batch of 2000 rows.
+CLIENTS = {
+    "libpq": ([str(TOOLS / "pgpb_libpq")], ["normal", "single-row", "copy"], ["unix", "tcp"]),
+    "odbc": ([str(TOOLS / "pgpb_odbc")], ["normal", "cursor:333"], ["unix", "tcp"]),
+    "jdbc": (["java", "-jar", str(TOOLS / "pgpb-jdbc.jar")], ["normal", "cursor:333", "copy"], ["tcp"]),
+    "psycopg": ([str(TOOLS / "pgpb_psycopg")], ["normal", "cursor:333", "copy"], ["unix", "tcp"]),
+}
+UNSUPPORTED = {"libpq": "cursor:5", "odbc": "copy", "jdbc": "single-row", "psycopg": "single-row"}
+SPECIAL_ID = 1000
+QUERIES = {  # name -> (SQL, iterations)
+    "one": (f"select * from t2k where id = {SPECIAL_ID}", 20),
+    "all": ("select * from t2k;", 2),  # the trailing ';' is the clients' to strip
+}
+PRINTING = [("0", "null"), ("1", "null"), ("1", "file")]
+
+
+def fnv1a(data: bytes, times: int = 1) -> str:
+    h = 0xCBF29CE484222325
+    for _ in range(times):
+        for b in data:
+            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+@pytest.fixture(scope="module")
+def built():
+    """scripts/build-clients, as on a fresh machine (a second call only checks timestamps)."""
+    res = subprocess.run([str(REPO / "scripts" / "build-clients")], capture_output=True, text=True, timeout=1200)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for name in ("pgpb_libpq", "pgpb_odbc", "pgpb-jdbc.jar", "pgpb_psycopg", "libpgpb_fnv1a.so"):
+        assert (TOOLS / name).is_file(), name
+
+
+@pytest.fixture(scope="module")
+def server(workspace_root):
+    """t2k: seed 003's t50k shape (id + nine 99-character text columns), 2000 rows; row 1000
+    holds what COPY must escape (tab, newline, CR, backslash, \\b \\f \\v), a literal \\N, an empty
+    string beside a NULL, another control byte and non-ASCII characters (2, 3 and 4 bytes)."""
+    c = Cluster("clients", workspace_root / "clients", resolve(15), OsUser.for_servers())
+    c.start()
+    cols = ", ".join(f"'{i}' || repeat('{'abc'[(i - 1) % 3]}', 98)" for i in range(1, 10))
+    c.execute(
+        "postgres",
+        "CREATE TABLE t2k (id int PRIMARY KEY, " + ", ".join(f"x{i} text" for i in range(1, 10)) + ")",
+        f"INSERT INTO t2k SELECT id, {cols} FROM generate_series(1, {SPECIAL_ID - 1}) AS t(id)",
+        # PostgreSQL's E'' strings have no \v: the vertical tab is \x0b
+        f"INSERT INTO t2k VALUES ({SPECIAL_ID}, NULL, E'a\\tb', E'back\\\\slash', E'new\\nline', "
+        "E'cr\\r bs\\b ff\\f vt\\x0b', 'café € 😀', '', E'ctl\\x01\\x1f', E'\\\\N')",
+        f"INSERT INTO t2k SELECT id, {cols} FROM generate_series({SPECIAL_ID + 1}, 2000) AS t(id)",
+    )
+    yield c
+    c.remove()
+
+
+@pytest.fixture(scope="module")
+def reference(server):
+    """psql's COPY (query) TO STDOUT output, byte for byte, per query."""
+    ref = {}
+    for name, (sql, _) in QUERIES.items():
+        res = subprocess.run([str(server.bins.path("psql")), "-X", "-q", "-d", server.conninfo(), "-c",
+                              f"COPY ({sql.rstrip(';')}) TO STDOUT"],
+                             capture_output=True, env={**os.environ, "PGCLIENTENCODING": "UTF8"}, check=True)
+        ref[name] = res.stdout
+    assert ref["all"].count(b"\n") == 2000 and ref["one"].count(b"\n") == 1
+    assert ref["one"] == ref["all"].split(b"\n")[SPECIAL_ID - 1] + b"\n"
+    # the escapes COPY made, which every client must reproduce
+    assert b"\\N\ta\\tb\tback\\\\slash\tnew\\nline\tcr\\r bs\\b ff\\f vt\\v\tcaf\xc3\xa9" in ref["one"]
+    assert ref["one"].endswith(b"\t\tctl\x01\x1f\t\\\\N\n")
+    return ref
+
+
+def run(client: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(CLIENTS[client][0] + list(args), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def results(built, server, tmp_path_factory):
+    """Every client x mode x transport x query x -k x (-p, -o): JSON, and the file's bytes.
+    Two runs at a time (2 cores): each run's own figures are compared only with themselves."""
+    out_dir = tmp_path_factory.mktemp("client-output")
+    keys = [(client, mode, transport, query, keep, printing, dest)
+            for client, (_, modes, transports) in CLIENTS.items() for mode in modes for transport in transports
+            for query in QUERIES for keep in ("0", "1") for printing, dest in PRINTING]
+
+    def one(key):
+        client, mode, transport, query, keep, printing, dest = key
+        sql, n = QUERIES[query]
+        path = out_dir / ("-".join(key).replace(":", "_") + ".out")
+        res = run(client, "-c", server.conninfo(transport=transport), "-s", sql, "-k", keep, "-n", str(n),
+                  "-p", printing, "-o", str(path) if dest == "file" else "/dev/null", "-m", mode)
+        assert res.returncode == 0, (key, res.stderr)
+        file_bytes = path.read_bytes() if dest == "file" else None
+        path.unlink(missing_ok=True)
+        return key, (json.loads(res.stdout, object_pairs_hook=list), res.stderr, file_bytes)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(one, keys))
+
+
+def test_every_run_prints_one_json_object(results):
+    assert len(results) == len(QUERIES) * 2 * len(PRINTING) * (6 + 4 + 3 + 6)
+    for (client, mode, *_), (pairs, stderr, _) in results.items():
+        assert [k for k, _ in pairs] == KEYS
+        out = dict(pairs)
+        assert out["client"] == client and out["mode"] == mode and stderr == ""
+        assert isinstance(out["version"], str) and any(ch.isdigit() for ch in out["version"])
+        assert len(out["checksum"]) == 16 and int(out["checksum"], 16) >= 0
+
+
+def test_rows_bytes_and_checksum_agree_with_psql_copy(results, reference):
+    for query, (_, n) in QUERIES.items():
+        expected = {"iterations": n, "rows": n * reference[query].count(b"\n"),
+                    "bytes": n * len(reference[query]), "checksum": fnv1a(reference[query], n)}
+        assert expected["bytes"] > 0
+        for key, (pairs, _, _) in results.items():
+            if key[3] == query:
+                out = dict(pairs)
+                assert {k: out[k] for k in expected} == expected, key
+
+
+def test_file_destination_holds_copy_text(results, reference):
+    checked = 0
+    for key, (_, _, file_bytes) in results.items():
+        if key[6] == "file":
+            query = key[3]
+            assert file_bytes == reference[query] * QUERIES[query][1], key
+            checked += 1
+    assert checked == 2 * 2 * 19
+
+
+def test_timings_add_up(results):
+    for key, (pairs, _, _) in results.items():
+        out = dict(pairs)
+        assert min(out["connect_s"], out["exec_s"], out["fetch_s"]) >= 0 and out["connect_s"] > 0, key
+        # connect, exec and fetch are disjoint parts of the whole (6 decimals each: rounding slack)
+        assert out["connect_s"] + out["exec_s"] + out["fetch_s"] <= out["total_s"] + 4e-6, key
+
+
+def test_connecting_per_iteration_costs_more(results):
+    for key, (pairs, _, _) in results.items():
+        client, mode, transport, query, keep, printing, dest = key
+        if query == "one" and keep == "0":
+            once = dict(results[(client, mode, transport, query, "1", printing, dest)][0])
+            per_iteration = dict(pairs)
+            assert per_iteration["connect_s"] > once["connect_s"], key
+
+
+def test_print_0_writes_nothing(built, server, tmp_path):
+    for client in CLIENTS:
+        path = tmp_path / f"{client}.out"
+        res = run(client, "-c", server.conninfo(transport="tcp"), "-s", QUERIES["all"][0], "-p", "0", "-o", str(path))
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["rows"] == 2000 and path.read_bytes() == b""
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_usage_errors_exit_2(built, server, client, tmp_path):
+    c = server.conninfo(transport="tcp")
+    bad = [
+        [],
+        ["-c", c],
+        ["-s", "select 1"],
+        ["-c", c, "-s", "select 1", "-k", "2"],
+        ["-c", c, "-s", "select 1", "-n", "0"],
+        ["-c", c, "-s", "select 1", "-n", "many"],
+        ["-c", c, "-s", "select 1", "-p", "yes"],
+        ["-c", c, "-s", "select 1", "-m", "bogus"],
+        ["-c", c, "-s", "select 1", "-m", UNSUPPORTED[client]],
+        ["-c", c, "-s", "select 1", "-x", "1"],
+        ["-c", c, "-s", "select 1", "extra"],
+        ["-c", c, "-s", "select 1", "-o", str(tmp_path / "no" / "such" / "dir")],
+        ["-c", "host='unterminated", "-s", "select 1"],
+    ]
+    if client != "libpq":
+        bad.append(["-c", c, "-s", "select 1", "-m", "cursor:0"])
+    for args in bad:
+        res = run(client, *args)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert res.stdout == "" and f"pgpb_{client}: " in res.stderr and "usage:" in res.stderr, (args, res.stderr)
+
+
+def test_chunked_mode_needs_libpq_17(built, server):
+    res = run("libpq", "-c", server.conninfo(), "-s", "select 1", "-m", "chunked:100")
+    # Built against Debian's libpq 15 here; a libpq 17+ build would run the mode instead.
+    assert res.returncode == 2 and "chunked needs libpq 17+" in res.stderr, res.stderr
+
+
+def test_jdbc_refuses_unix_sockets(built, server):
+    for conninfo in (server.conninfo(transport="unix"), f"port={server.port} dbname=postgres"):
+        res = run("jdbc", "-c", conninfo, "-s", "select 1")
+        assert res.returncode == 2 and "unix socket" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_unreachable_server_exits_3(built, client):
+    res = run(client, "-c", f"host=127.0.0.1 port={free_port()} user=nobody dbname=none connect_timeout=5",
+              "-s", "select 1")
+    assert res.returncode == 3, (res.stdout, res.stderr)
+    assert res.stdout == "" and f"pgpb_{client}: connection failed" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_server_error_exits_3(built, server, client):
+    res = run(client, "-c", server.conninfo(transport="tcp"), "-s", "select * from no_such_table")
+    assert res.returncode == 3, (res.stdout, res.stderr)
+    assert res.stdout == "" and "no_such_table" in res.stderr, res.stderr
