@@ -70,7 +70,7 @@ def build_parser() -> Parser:
         sp.add_argument("--seed", type=_count("--seed", 0), help="seed of the shuffled order of each round")
         sp.add_argument("--keep-servers", action="store_true", help="keep the servers' data after the run")
         for dim in study.dimensions.values():
-            sp.add_argument(f"--{dim.name}", metavar="A,B", help=f"{dim.help}" +
+            sp.add_argument(f"--{dim.name.replace('_', '-')}", dest=dim.name, metavar="A,B", help=f"{dim.help}" +
                             (f" (from {','.join(dim.values)})" if dim.values else "") +
                             f" [default {','.join(study.default_dims[dim.name])}]")
         for param in study.parameters.values():
@@ -87,6 +87,22 @@ def build_parser() -> Parser:
     _common(rep)
     rep.add_argument("run", nargs="?", default="latest", metavar="RUN", help="a run id, or latest (default)")
     rep.add_argument("--format", choices=FORMATS, default="table")
+    rep.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (tables, charts, "
+                     "environment) to FILE and print its path")
+
+    ex = sub.add_parser("export", help="export a stored run's measurements (csv, or versioned json)")
+    _common(ex)
+    ex.add_argument("run", nargs="?", default="latest", metavar="RUN", help="a run id, or latest (default)")
+    ex.add_argument("--format", choices=("csv", "json"), default="json")
+
+    cmp = sub.add_parser("compare", help="compare two stored runs case by case (ratio B/A with 95%% CI)")
+    _common(cmp)
+    cmp.add_argument("run_a", metavar="RUN_A", help="the baseline run (id, or latest)")
+    cmp.add_argument("run_b", metavar="RUN_B", help="the run compared with it (id, or latest)")
+    cmp.add_argument("--format", choices=("table", "markdown", "html"), default="table")
+    cmp.add_argument("--html", metavar="FILE", help="write the comparison as a self-contained HTML file")
+    cmp.add_argument("--force", action="store_true",
+                     help="compare even when the runs' environments differ (the differences are printed)")
 
     d = sub.add_parser("doctor", help="say what is installed and what is missing")
     _common(d)
@@ -113,7 +129,7 @@ def study_options(study, args: argparse.Namespace) -> StudyOptions:
     dims = {}
     for name, dim in study.dimensions.items():
         raw = getattr(args, name)
-        dims[name] = dim.validate(raw, f"--{name}") if raw is not None else \
+        dims[name] = dim.validate(raw, f"--{name.replace('_', '-')}") if raw is not None else \
             tuple(preset.dims.get(name, study.default_dims[name]))
     options = StudyOptions(study.name, preset.name, args.repeat or preset.repeat, params, dims)
     if any(v != "0ms" for v in dims.get("latency", ())) or params.get("bandwidth"):
@@ -226,7 +242,7 @@ def _run_table(run: dict) -> Table:
     sessions = run["environment"].get("sessions") or [{}]
     env = sessions[-1]
     servers = env.get("servers", {})
-    version = next(iter(servers.values()), {}).get("version", "—").split(" on ")[0]
+    version = ", ".join(sorted({v.get("version", "—").split(" on ")[0] for v in servers.values()})) or "—"
     rows = [["run", run["run_id"]], ["studies", ", ".join(run["studies"])], ["preset", run["preset"]],
             ["status", run["status"]], ["started", str(run["started_at"])[:19]],
             ["server", version], ["client", env.get("pgbench", "—")],
@@ -237,9 +253,114 @@ def _run_table(run: dict) -> Table:
 
 
 def cmd_report(args, out: Console, err: Console) -> int:
+    target = _html_target(args.html, "--html") if args.html else None
     ws, bins = _context(args)
     with _store(args, ws, bins) as store:
-        _print_report(store, args.run, args.format, out)
+        if target is None:
+            _print_report(store, args.run, args.format, out)
+            return 0
+        run = store.run(args.run)
+        measurements = store.measurements(run["run_id"])
+        probes = store.probes(run["run_id"])
+    _write_atomically(target, html_report(run, measurements, probes))
+    out.out(str(target), highlight=False)
+    return 0
+
+
+def html_report(run: dict, measurements: list[dict], probes: list[dict]) -> str:
+    """The run's HTML page: every study's tables and plots, failures, environment, options."""
+    from .report import html
+    sections = []
+    for name in run["studies"]:
+        study = get_study(name)
+        plots = getattr(study, "plots", None)
+        sections.append(html.StudySection(name, study.title, study.report(run, measurements, probes),
+                                          plots(run, measurements, probes) if plots else []))
+    return html.run_page(run, measurements, probes, sections)
+
+
+def _html_target(path: str, option: str) -> Path:
+    """FILE of --html, checked before anything runs: its directory must exist and be writable."""
+    import os
+    target = Path(path).expanduser().absolute()
+    if target.is_dir():
+        raise UserError(f"{option}: {path} is a directory; name a file, e.g. {Path(path) / 'report.html'}")
+    if not target.parent.is_dir():
+        raise UserError(f"{option}: directory {target.parent} does not exist; create it or name another file")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise UserError(f"{option}: cannot write in {target.parent}; name a file in a writable directory")
+    return target
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    """A temporary file beside the target, renamed over it: readers never see half a file."""
+    import os
+    import tempfile
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cmd_export(args, out: Console, err: Console) -> int:
+    ws, bins = _context(args)
+    with _store(args, ws, bins) as store:
+        run = store.run(args.run)
+        measurements = store.measurements(run["run_id"])
+        probes = store.probes(run["run_id"])
+    if args.format == "json":
+        out.out(export.to_json(run, measurements, probes), highlight=False)
+    else:
+        out.out(export.to_csv(measurements), highlight=False, end="")
+    return 0
+
+
+def _named_run(store, ref: str, name: str) -> dict:
+    try:
+        return store.run(ref)
+    except UserError as e:
+        raise UserError(str(e).replace("RUN:", f"{name}:", 1)) from None
+
+
+def cmd_compare(args, out: Console, err: Console) -> int:
+    from .compare import compare, environment_differences
+    from .report import html
+    target = _html_target(args.html, "--html") if args.html else None
+    ws, bins = _context(args)
+    with _store(args, ws, bins) as store:
+        run_a, run_b = _named_run(store, args.run_a, "RUN_A"), _named_run(store, args.run_b, "RUN_B")
+        ms_a, ms_b = store.measurements(run_a["run_id"]), store.measurements(run_b["run_id"])
+    differences = environment_differences(run_a, run_b)
+    if differences and not args.force:
+        raise UserError(f"compare: the runs' environments differ: {'; '.join(differences)}; "
+                        "compare runs made alike, or pass --force to compare anyway")
+    if differences:
+        print(f"pgpathbench: warning: the runs' environments differ: {'; '.join(differences)}", file=sys.stderr)
+    shared = {(m["study"], m["case_id"]) for m in ms_a} & {(m["study"], m["case_id"]) for m in ms_b}
+    if not shared:
+        raise UserError(f"compare: {run_a['run_id']} and {run_b['run_id']} share no case (same study and case "
+                        "id); compare runs of the same study and dimensions")
+    tables, plots = compare(run_a, ms_a, run_b, ms_b, STUDIES, differences)
+    if target is not None or args.format == "html":
+        page = html.compare_page(run_a, run_b, tables, plots, differences)
+        if target is None:
+            out.out(page, highlight=False, end="")
+            return 0
+        _write_atomically(target, page)
+        out.out(str(target), highlight=False)
+    elif args.format == "markdown":
+        out.out(render.to_markdown(tables), highlight=False)
+    else:
+        render.to_terminal(tables, out)
     return 0
 
 
@@ -260,7 +381,7 @@ def cmd_clean(args, out: Console, err: Console) -> int:
 
 
 COMMANDS = {"run": cmd_run, "studies": cmd_studies, "runs": cmd_runs, "report": cmd_report,
-            "doctor": cmd_doctor, "clean": cmd_clean}
+            "export": cmd_export, "compare": cmd_compare, "doctor": cmd_doctor, "clean": cmd_clean}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

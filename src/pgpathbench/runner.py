@@ -23,6 +23,7 @@ from .errors import CaseError, Interrupted, UserError
 from .matrix import round_order
 from .procs import pid_alive
 from .progress import ProgressReporter, headline
+from .servers import binaries
 from .servers.binaries import PgBinaries
 from .servers.topology import Servers
 from .store import ResultsStore
@@ -57,7 +58,14 @@ class Runner:
         self.store, self.workspace, self.bins = store, workspace, bins
         self.progress, self.keep_servers = progress, keep_servers
 
+    def binaries(self, options: StudyOptions) -> dict[str, PgBinaries]:
+        """The binaries of every major the run asks for (--pg), fetched now if need be."""
+        majors = options.dims.get("pg", (str(self.bins.major),))
+        return {m: self.bins if int(m) == self.bins.major else
+                binaries.resolve(int(m), workspace=self.workspace, log=self.progress.log) for m in majors}
+
     def start(self, options: StudyOptions, seed: int | None = None) -> str:
+        self.binaries(options)  # a missing or unfetchable version fails before anything is written
         run_id = new_run_id()
         seed = secrets.randbits(31) if seed is None else seed
         self.store.create_run(run_id, [options.study], options.preset,
@@ -93,13 +101,16 @@ class Runner:
             with signals_interrupt(), Servers(self.workspace, run_id, self.bins, self.keep_servers,
                                                   log=self.progress.log) as servers:
                 if todo:
-                    env = StudyEnv(options, self.bins, servers, self.progress.log)
                     t0 = time.monotonic()
-                    study.prepare(env)
+                    envs = {}
+                    for major, bins in self.binaries(options).items():
+                        envs[major] = StudyEnv(options, bins, servers.scoped(int(major), bins), self.progress.log)
+                        study.prepare(envs[major])
                     timings["prepare_s"] = round(time.monotonic() - t0, 3)
                     self.progress.log(f"servers and data ready in {timings['prepare_s']:.1f} s")
-                    self.store.update_session(run_id, session, {"servers": servers.fingerprint(),
-                                                                "links": servers.link_fingerprint(), **env.fingerprint})
+                    self.store.update_session(run_id, session, {
+                        "servers": servers.fingerprint(), "links": servers.link_fingerprint(),
+                        **{k: v for env in envs.values() for k, v in env.fingerprint.items()}})
                     self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo))
                     for i, (round_no, case) in enumerate(todo):
                         if i == 0 or todo[i - 1][0] != round_no:
@@ -107,7 +118,7 @@ class Runner:
                         started_at = datetime.now(timezone.utc)
                         t0 = time.perf_counter()
                         try:
-                            metrics, error = study.measure(env, case), None
+                            metrics, error = study.measure(envs[case["pg"]], case), None
                         except CaseError as e:
                             metrics, error = None, str(e)
                         t1 = time.perf_counter()

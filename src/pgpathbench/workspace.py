@@ -8,6 +8,7 @@ Layout under the workspace root:
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,10 @@ class Workspace:
                     f"'{self.server_user.name}' ({parent} is not world-searchable); "
                     f"choose a path such as /var/lib/pgpathbench"
                 )
+
+    def free_bytes(self) -> int:
+        existing = next(p for p in [self.root, *self.root.parents] if p.exists())
+        return shutil.disk_usage(existing).free
 
     @property
     def results_dir(self) -> Path:

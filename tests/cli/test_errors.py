@@ -31,6 +31,15 @@ CASES = [
     ([*RUN, "--workspace", "/etc/hostname/ws"], "--workspace: cannot write below /etc/hostname"),
     (["run", "--resume", "x", "fdw-overhead"], "--resume: takes no study"),
     (["report", "--format", "xml"], "argument --format: invalid choice: 'xml'"),
+    ([*RUN, "--latency", "0.5ms"], "--latency: latency '0.5ms': whole milliseconds only"),
+    ([*RUN, "--bandwidth", "fast"], "--bandwidth: "),
+    ([*RUN, "--pg", "14"], "--pg: unknown value '14'; choose from 15,16,17,18"),
+    (["run", "remote-sampling", "--pg", "15"], "--pg: analyze_sampling (auto,random,system,bernoulli) needs "
+                                               "PostgreSQL 16+"),
+    (["run", "remote-sampling", "--rows", "0"], "--rows: '0' is not a row count"),
+    (["run", "remote-sampling", "--fraction", "2"], "--fraction: a sample fraction is in (0, 1], got 2"),
+    (["run", "remote-sampling", "--stats-target", "20000"], "--stats-target: a statistics target is a whole number"),
+    (["run", "remote-sampling", "--analyze-sampling", "sometimes"], "--analyze-sampling: unknown value 'sometimes'"),
 ]
 if os.geteuid() == 0:
     CASES.append(([*RUN, "--server-user", "no_such_user_x"], "--server-user: no OS user 'no_such_user_x'"))

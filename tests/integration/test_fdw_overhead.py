@@ -42,8 +42,8 @@ def test_quick_run_stores_every_measurement(quick_run):
     assert Counter(m["case_id"] for m in ms) == {cid: 3 for cid in {m["case_id"] for m in ms}}
     for m in ms:
         assert m["run_id"] == rep["run"]["run_id"] and m["round"] in (1, 2, 3)
-        assert set(m["dims"]) == {"workload", "target", "clients"}
-        assert m["case_id"] == f"{m['dims']['workload']}:{m['dims']['target']}:{m['dims']['clients']}"
+        assert set(m["dims"]) == {"workload", "target", "clients", "latency", "pg"}
+        assert m["case_id"] == "{workload}:{target}:{clients}:{latency}:{pg}".format(**m["dims"])
         mt = m["metrics"]
         assert mt["tps"] > 0 and mt["latency_ms"] > 0 and mt["transactions"] > 0
         assert mt["scale"] == 1 and mt["duration_s"] == 2 and mt["clients"] == int(m["dims"]["clients"])
@@ -78,9 +78,9 @@ def test_run_records_environment_and_is_listed(quick_run, workspace_root):
     env = run["environment"]["sessions"][0]
     assert env["cores"] >= 1 and env["memory_bytes"] > 0 and env["kernel"] and env["cpu_model"]
     assert env["pgbench"].startswith("pgbench (PostgreSQL) 15")
-    assert set(env["servers"]) == {"source", "external"}
-    assert "PostgreSQL 15" in env["servers"]["source"]["version"]
-    assert env["servers"]["source"]["settings"]["listen_addresses"] == "127.0.0.1"
+    assert set(env["servers"]) == {"pg15_source", "pg15_external"}
+    assert "PostgreSQL 15" in env["servers"]["pg15_source"]["version"]
+    assert env["servers"]["pg15_source"]["settings"]["listen_addresses"] == "127.0.0.1"
     assert run["summary"]["last_session"]["measure_s"] > 14 * 3 * 2
     runs = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)
     assert any(r["run_id"] == run["run_id"] and r["started_at"] for r in runs)

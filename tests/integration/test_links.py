@@ -36,10 +36,11 @@ def test_links_are_probed_before_and_after_every_round(linked_run):
     _, rep = linked_run
     probes = rep["link_probes"]
     assert Counter((p["link"], p["round"], p["phase"]) for p in probes) == {
-        (link, r, phase): 1 for link in ("source_0ms", "source_2ms") for r in (1, 2, 3) for phase in ("before", "after")}
+        (link, r, phase): 1 for link in ("pg15_source_0ms", "pg15_source_2ms") for r in (1, 2, 3)
+        for phase in ("before", "after")}
     rtt = {link: sorted(p["rtt_median_ms"] for p in probes if p["link"] == link)[3]
-           for link in ("source_0ms", "source_2ms")}
-    assert 1.6 < rtt["source_2ms"] - rtt["source_0ms"] < 3.0   # a 2 ms link adds about 2 ms (+ the proxy hop)
+           for link in ("pg15_source_0ms", "pg15_source_2ms")}
+    assert 1.6 < rtt["pg15_source_2ms"] - rtt["pg15_source_0ms"] < 3.0   # a 2 ms link adds about 2 ms (+ the proxy hop)
 
 
 def test_ro_tps_through_2ms_link_far_below_direct(linked_run):
@@ -47,8 +48,8 @@ def test_ro_tps_through_2ms_link_far_below_direct(linked_run):
     tps = {}
     for m in rep["measurements"]:
         tps.setdefault(m["case_id"], []).append(m["metrics"]["tps"])
-    assert set(tps) == {"ro:local:1:0ms", "ro:fdw_external:1:0ms", "ro:fdw_external:1:2ms"}
-    assert max(tps["ro:fdw_external:1:2ms"]) * 5 < min(tps["ro:fdw_external:1:0ms"])
+    assert set(tps) == {"ro:local:1:0ms:15", "ro:fdw_external:1:0ms:15", "ro:fdw_external:1:2ms:15"}
+    assert max(tps["ro:fdw_external:1:2ms:15"]) * 5 < min(tps["ro:fdw_external:1:0ms:15"])
     out = res.stdout
     assert "RO.FDW_external@2ms" in out and "2ms link, " in out
     assert "Cost of a round trip" in out
@@ -58,19 +59,19 @@ def test_each_transaction_costs_several_round_trips(linked_run):
     """The slope of latency per transaction against RTT counts postgres_fdw's round trips."""
     res, _ = linked_run
     row = next(l for l in res.stdout.splitlines() if l.strip().startswith("RO") and "FDW_external" in l and "[" in l
-               and "ms per" not in l and l.split()[3] == "6")
-    slope = float(row.split()[4])
+               and "ms per" not in l and l.split()[4] == "6")
+    slope = float(row.split()[5])
     assert 2 <= slope <= 10, row
 
 
 def test_links_recorded_in_environment(linked_run):
     _, rep = linked_run
     links = rep["run"]["environment"]["sessions"][0]["links"]
-    assert links["source_2ms"]["latency_ms"] == 2 and links["source_2ms"]["kind"].startswith("proxy")
-    assert links["source_0ms"]["kind"].startswith("direct")
+    assert links["pg15_source_2ms"]["latency_ms"] == 2 and links["pg15_source_2ms"]["kind"].startswith("proxy")
+    assert links["pg15_source_0ms"]["kind"].startswith("direct")
     if os.geteuid() == 0:  # the remote role then sits on its own network stack
-        assert "veth" in links["source_2ms"]["kind"]
-        assert links["source_2ms"]["upstream"].startswith("169.254.")
+        assert "veth" in links["pg15_source_2ms"]["kind"]
+        assert links["pg15_source_2ms"]["upstream"].startswith("169.254.")
 
 
 def test_sigterm_removes_proxy_namespace_and_servers(workspace_root):

@@ -61,8 +61,8 @@ def test_fdw_overhead_matrix_excludes_writes_to_readonly_foreign_tables():
         list(opts.to_json()["dims"].items())))}))
     assert len(cases) == 2 * 4 * 2 - 2
     ids = {c.case_id for c in cases}
-    assert "ro:fdw_external_ro:5:0ms" in ids and "rw:fdw_external_ro:1:0ms" not in ids
-    assert "rw:local:1:0ms" in ids
+    assert "ro:fdw_external_ro:5:0ms:15" in ids and "rw:fdw_external_ro:1:0ms:15" not in ids
+    assert "rw:local:1:0ms:15" in ids
 
 
 @pytest.mark.parametrize("latencies, remote, direct_remote", [
@@ -72,12 +72,12 @@ def test_fdw_overhead_matrix_excludes_writes_to_readonly_foreign_tables():
 def test_fdw_overhead_links_only_multiply_remote_targets(latencies, remote, direct_remote):
     study = STUDIES["fdw-overhead"]
     dims = {"workload": ("ro",), "target": ("local", "fdw_local", "fdw_external"), "clients": ("1",),
-            "latency": latencies}
+            "latency": latencies, "pg": ("15",)}
     ids = [c.case_id for c in study.cases(StudyOptions(study.name, "quick", 3, {}, dims))]
-    assert ids.count("ro:local:1:0ms") == 1 and "ro:local:1:2ms" not in ids
-    assert "ro:fdw_local:1:0ms" in ids and "ro:fdw_local:1:2ms" not in ids
+    assert ids.count("ro:local:1:0ms:15") == 1 and "ro:local:1:2ms:15" not in ids
+    assert "ro:fdw_local:1:0ms:15" in ids and "ro:fdw_local:1:2ms:15" not in ids
     assert sum(i.startswith("ro:fdw_external:") for i in ids) == remote
-    assert ("ro:fdw_external:1:0ms" in ids) == direct_remote and "ro:fdw_external:1:2ms" in ids
+    assert ("ro:fdw_external:1:0ms:15" in ids) == direct_remote and "ro:fdw_external:1:2ms:15" in ids
 
 
 @pytest.mark.parametrize("raw, value", [("0", "0ms"), ("5ms", "5ms"), ("1s", "1000ms")])

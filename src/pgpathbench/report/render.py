@@ -7,6 +7,7 @@ from typing import Iterable
 from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from ..stats import format_number
 from . import Table
@@ -26,10 +27,11 @@ def to_terminal(tables: Iterable[Table], console: Console) -> None:
         for i, c in enumerate(t.columns):
             rt.add_column(c, justify="left" if i < t.align_left else "right", no_wrap=i == 0)
         for row in t.rows:
-            rt.add_row(*(cell(v) for v in row))
+            # Text: a cell is data, never rich markup or an emoji code (':100:' in 'sql001:100:lcl').
+            rt.add_row(*(Text(cell(v)) for v in row))
         console.print(rt)
         for note in t.notes:
-            console.print(f"  {note}", highlight=False)
+            console.print(Text(f"  {note}"), highlight=False)
         console.print()
 
 

@@ -9,6 +9,7 @@ a fast shutdown follows the tool wherever it dies.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -28,7 +29,7 @@ from .binaries import PgBinaries
 SUPERUSER = "pgpathbench"
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
-MAX_SOCKET_PATH = 100  # sun_path is 108 bytes, and PostgreSQL appends /.s.PGSQL.NNNNN
+MAX_SOCKET_DIR = 107 - len("/.s.PGSQL.65535") - 1  # sun_path is 108 bytes with its NUL
 
 
 def free_port() -> int:
@@ -55,7 +56,11 @@ class Cluster:
 
     @property
     def sockdir(self) -> Path:
-        return self.root / "sock"
+        """The private socket directory: beside the data, or in /tmp when that path is too long."""
+        beside = self.root / "sock"
+        if len(str(beside)) <= MAX_SOCKET_DIR:
+            return beside
+        return Path("/tmp") / f"pgpb-{hashlib.sha1(str(self.root).encode()).hexdigest()[:12]}"
 
     @property
     def logfile(self) -> Path:
@@ -73,8 +78,6 @@ class Cluster:
     def ensure_initialised(self) -> None:
         if (self.data / "PG_VERSION").exists():
             return
-        if len(str(self.sockdir)) + 20 > MAX_SOCKET_PATH:
-            raise UserError(f"--workspace: path too long for a unix socket ({self.sockdir}); use a shorter one")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -187,6 +190,7 @@ class Cluster:
         self.stop()
         self.stop_orphan()
         shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.sockdir, ignore_errors=True)
 
     @property
     def running(self) -> bool:
@@ -226,6 +230,8 @@ class Cluster:
                 "AND name NOT IN ('port', 'unix_socket_directories', 'data_directory', 'config_file', "
                 "'hba_file', 'ident_file') ORDER BY name").fetchall())
         return {"version": version, "major": self.bins.major, "settings": settings,
+                "binaries": getattr(self.bins, "origin", str(self.bins.bindir)),
+                "client_tools_major": getattr(self.bins, "client_major", self.bins.major),
                 "auth": {"local": "trust (private 0700 socket dir)", "tcp": "scram-sha-256"}}
 
 

@@ -41,8 +41,12 @@ class Servers:
         self.netns_state = workspace.root / NETNS_STATE
         self._netns: list[str] = []
 
+    def scoped(self, major: int, bins: PgBinaries) -> "ServerScope":
+        """The clusters and links of one PostgreSQL major: names prefixed pgN_, its binaries."""
+        return ServerScope(self, f"pg{major}_", bins)
+
     def cluster(self, name: str, settings: dict[str, str] | None = None, remote: bool = False,
-                bandwidth_kbit: int | None = None) -> Cluster:
+                bandwidth_kbit: int | None = None, bins: PgBinaries | None = None) -> Cluster:
         """A started cluster named `name` for this run (made fresh on first request).
 
         A remote role sits on its own network stack when we can make one (root): a network
@@ -50,7 +54,7 @@ class Servers:
         on loopback and links are proxies only (said once).
         """
         if name not in self.clusters:
-            c = Cluster(name, self.root / name, self.bins, self.workspace.server_user, settings or {})
+            c = Cluster(name, self.root / name, bins or self.bins, self.workspace.server_user, settings or {})
             c.remove()  # a resumed run starts from clean data, never from a killed run's leftovers
             if remote:
                 c.netns = self._namespace(name, bandwidth_kbit)
@@ -134,3 +138,20 @@ class Servers:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class ServerScope:
+    """What a study sees of Servers for one major version (see Servers.scoped)."""
+
+    def __init__(self, servers: Servers, prefix: str, bins: PgBinaries):
+        self.servers, self.prefix, self.bins = servers, prefix, bins
+
+    def cluster(self, name: str, settings: dict[str, str] | None = None, remote: bool = False,
+                bandwidth_kbit: int | None = None) -> Cluster:
+        return self.servers.cluster(self.prefix + name, settings, remote, bandwidth_kbit, self.bins)
+
+    def link(self, name: str, cluster: Cluster, latency_ms: int = 0, bandwidth_kbit: int | None = None) -> Link:
+        return self.servers.link(self.prefix + name, cluster, latency_ms, bandwidth_kbit)
+
+    def link_name(self, name: str) -> str:
+        return self.prefix + name

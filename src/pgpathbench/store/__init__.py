@@ -7,7 +7,7 @@ an existing database instead, where only the `pgpathbench` schema is touched.
 
 from __future__ import annotations
 
-import json
+import fcntl
 import os
 import socket
 from datetime import datetime, timezone
@@ -55,14 +55,18 @@ class ResultsStore:
         bins.require("initdb", "postgres")
         cluster = Cluster("results", workspace.results_dir, bins, workspace.server_user)
         owned: Cluster | None = cluster
-        pid = postmaster_pid(cluster.data)
-        if pid is not None:
-            # Another pgpathbench process runs it (it would have died with its owner): share it.
-            lines = (cluster.data / "postmaster.pid").read_text().splitlines()
-            cluster.port, owned = int(lines[3]), None
-        else:
-            cluster.start()
-        cluster.create_database(RESULTS_DB)
+        workspace.results_dir.parent.mkdir(parents=True, exist_ok=True)
+        # One process at a time decides whether to start it or to share a running one.
+        with open(workspace.root / "results.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            pid = postmaster_pid(cluster.data)
+            if pid is not None:
+                # Another pgpathbench process runs it (it would have died with its owner): share it.
+                lines = (cluster.data / "postmaster.pid").read_text().splitlines()
+                cluster.port, owned = int(lines[3]), None
+            else:
+                cluster.start()
+            cluster.create_database(RESULTS_DB)
         return cls(cluster.connect(RESULTS_DB), owned)
 
     def _apply_schema(self) -> None:

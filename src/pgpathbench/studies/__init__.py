@@ -5,8 +5,9 @@ from __future__ import annotations
 from ..errors import UserError
 from .base import Study
 from .fdw_overhead import FdwOverhead
+from .remote_sampling import RemoteSampling
 
-STUDIES: dict[str, Study] = {s.name: s for s in (FdwOverhead(),)}
+STUDIES: dict[str, Study] = {s.name: s for s in (FdwOverhead(), RemoteSampling())}
 
 
 def get(name: str) -> Study:

@@ -26,6 +26,7 @@ import re
 import subprocess
 import time
 from collections import defaultdict
+from typing import NamedTuple
 
 from psycopg import sql
 
@@ -35,11 +36,11 @@ from ..procs import run_client
 from ..references import FDW_OVERHEAD_LATENCY_MS, FDW_OVERHEAD_TPS, published_tps_ratio
 from ..report import Table
 from ..stats import linear_fit, ratio_summary, summarise
-from .base import BANDWIDTH, LATENCY, StudyEnv, StudyOptions
+from .base import (BANDWIDTH, DIRECT, LATENCY, PG, StudyEnv, StudyOptions, latencies_with_direct, link_text,
+                   measured_rtt, pg_link_name)
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
 REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
-DIRECT = "0ms"
 TARGET_LABEL = {"local": "local", "fdw_local": "FDW_local", "fdw_external": "FDW_external",
                 "fdw_external_ro": "FDW_ext_ro"}
 ISOLATIONS = {"repeatable-read": "repeatable read", "read-committed": "read committed",
@@ -85,6 +86,7 @@ class FdwOverhead:
                             ("local", "fdw_local", "fdw_external", "fdw_external_ro")),
         "clients": Dimension("clients", "pgbench -c: concurrent client sessions", parse=positive_int("clients")),
         "latency": LATENCY,
+        "pg": PG,
     }
     parameters = {
         "scale": Parameter("scale", "pgbench scale factor of the source (100 = 10M accounts)", _count("scale", 1)),
@@ -100,12 +102,12 @@ class FdwOverhead:
         "paper": Preset("paper", "the seeds: scale 100, 10 rounds x 10 s", 10, {"scale": 100, "duration": 10}),
     }
     default_dims = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
-                    "latency": (DIRECT,)}
+                    "latency": (DIRECT,), "pg": ("15",)}
 
     # -- the matrix -------------------------------------------------------------------------
     def cases(self, options: StudyOptions) -> list[Case]:
         requested = options.dims["latency"]
-        dims = {**options.dims, "latency": tuple(dict.fromkeys((DIRECT, *requested)))}
+        dims = {**options.dims, "latency": latencies_with_direct(requested)}
 
         def exclude(d: dict[str, str]) -> bool:
             # updatable 'false' foreign tables cannot take pgbench's writes: RO only, as in seed 001.
@@ -218,22 +220,22 @@ class FdwOverhead:
             if m["study"] != self.name:
                 continue
             d = m["dims"]
-            key = (d["workload"], d["target"], int(d["clients"]), d.get("latency", DIRECT))
+            key = Key(d["workload"], d["target"], int(d["clients"]), d.get("latency", DIRECT), d.get("pg", "15"))
             if not m["ok"]:
                 failed[key].append(m["error"])
                 continue
             for metric in ("tps", "latency_ms", "failures", "retries", "initial_connection_ms"):
                 if m["metrics"].get(metric) is not None:
                     series[key][metric][m["round"]] = float(m["metrics"][metric])
-        rtt = _rtt_by_link(probes)
+        rtt = measured_rtt(probes)
         order = {t: i for i, t in enumerate(TARGET_LABEL)}
-        keys = sorted(series, key=lambda k: (k[0], k[2], order[k[1]], int(k[3][:-2])))
+        keys = sorted(series, key=lambda k: (k.workload, int(k.pg), k.clients, order[k.target], int(k.latency[:-2])))
         tables = [self._aggregate_table("TPS (without initial connection time)", "tps", keys, series, rtt,
                                         FDW_OVERHEAD_TPS),
                   self._aggregate_table("Latency average, ms", "latency_ms", keys, series, rtt,
                                         FDW_OVERHEAD_LATENCY_MS),
                   self._ratio_table(keys, series, rtt)]
-        if len({k[3] for k in keys}) > 1:
+        if len({k.latency for k in keys}) > 1:
             tables.append(self._rtt_cost_table(keys, series, probes))
         retry_rows = [[_bench(k), _med(series[k].get("failures")), _med(series[k].get("retries")),
                        _med(series[k].get("initial_connection_ms"))]
@@ -256,54 +258,56 @@ class FdwOverhead:
             if not values:
                 continue
             s = summarise(list(values.values()))
-            ref = published.get(k[:3]) if k[3] == DIRECT else None
-            rows.append([_bench(k), k[0].upper(), TARGET_LABEL[k[1]], k[2], _link_text(k, rtt),
+            ref = published.get(k[:3]) if k.latency == DIRECT else None
+            rows.append([_bench(k), k.workload.upper(), TARGET_LABEL[k.target], k.clients, k.pg, _link_text(k, rtt),
                          s.max, s.min, s.mean, s.median, s.ci_text, s.n, ref.mean if ref else None])
-        return Table(title, ["Bench", "Type", "Target", "Clients", "Path to source (measured RTT)", "Max", "Min",
-                             "Mean", "Median", "95% CI of median", "n", "Published mean"], rows,
+        return Table(title, ["Bench", "Type", "Target", "Clients", "PG", "Path to source (measured RTT)", "Max",
+                             "Min", "Mean", "Median", "95% CI of median", "n", "Published mean"], rows,
                      ["Published: seed 000's table (PostgreSQL 9.6.2, scale 100, 10 x 10 s, 1 client; "
                       "FDW_ext_ro from seed 001). Compare ratios, not absolute figures, across machines.",
-                      "An interval followed by (NN%) covers only NN%: too few rounds for 95%."], align_left=5)
+                      "An interval followed by (NN%) covers only NN%: too few rounds for 95%."], align_left=6)
 
     @staticmethod
     def _ratio_table(keys, series, rtt) -> Table:
         rows = []
         for k in keys:
-            workload, target, clients, _ = k
-            local = series.get((workload, "local", clients, DIRECT), {}).get("tps")
+            workload, target, clients = k.workload, k.target, k.clients
+            local = series.get(k._replace(target="local", latency=DIRECT), {}).get("tps")
             if target == "local" or not local or not series[k].get("tps"):
                 continue
             r = ratio_summary(local, series[k]["tps"])
             if r is None:
                 continue
-            rows.append([workload.upper(), clients, TARGET_LABEL[target], _link_text(k, rtt), r.median, r.ci_text,
-                         r.verdict(1.0), published_tps_ratio(workload, target, clients) if k[3] == DIRECT else None])
+            rows.append([workload.upper(), clients, TARGET_LABEL[target], k.pg, _link_text(k, rtt), r.median, r.ci_text,
+                         r.verdict(1.0), published_tps_ratio(workload, target, clients) if k.latency == DIRECT else None])
         notes = ["Ratio: TPS of local / TPS through the target, paired by round (measured back to back); "
                  "above 1 = the FDW path is slower. Published: from the means of seed 000's table."]
-        by = {(row[0], row[1], row[2], row[3]): row[4] for row in rows}
-        direct = _link_text(("", "fdw_external", 0, DIRECT), rtt)
-        for clients in sorted({k[2] for k in keys}):
-            ro, rw = by.get(("RO", clients, "FDW_external", direct)), by.get(("RW", clients, "FDW_external", direct))
+        by = {(row[0], row[1], row[2], row[3], row[4]): row[5] for row in rows}
+        for pg, clients in sorted({(k.pg, k.clients) for k in keys}):
+            direct = _link_text(Key("", "fdw_external", clients, DIRECT, pg), rtt)
+            ro = by.get(("RO", clients, "FDW_external", pg, direct))
+            rw = by.get(("RW", clients, "FDW_external", pg, direct))
             if ro and rw:
-                notes.append(f"{clients} client(s), FDW_external: RO overhead {ro:.2f}x "
+                notes.append(f"PG {pg}, {clients} client(s), FDW_external: RO overhead {ro:.2f}x "
                              f"{'above' if ro > rw else 'NOT above'} RW overhead {rw:.2f}x "
                              "(seed 000: RO about 6.7x, far above RW).")
-        return Table("Overhead: TPS local / TPS target", ["Type", "Clients", "Target", "Path to source (measured RTT)",
-                                                         "Ratio (median)", "95% CI", "Differs from 1",
-                                                         "Published ratio"], rows, notes, align_left=4)
+        return Table("Overhead: TPS local / TPS target", ["Type", "Clients", "Target", "PG",
+                                                         "Path to source (measured RTT)", "Ratio (median)", "95% CI",
+                                                         "Differs from 1", "Published ratio"], rows, notes, align_left=5)
 
     @staticmethod
     def _rtt_cost_table(keys, series, probes) -> Table:
         """Latency per transaction against the round trip measured in the same round."""
         round_rtt = _rtt_by_link_round(probes)
         rows = []
-        for workload, target, clients in sorted({k[:3] for k in keys if k[1] in REMOTE_TARGETS}):
+        groups = sorted({(k.workload, k.target, k.clients, k.pg) for k in keys if k.target in REMOTE_TARGETS})
+        for workload, target, clients, pg in groups:
             xs, ys = [], []
             for k in keys:
-                if k[:3] != (workload, target, clients):
+                if (k.workload, k.target, k.clients, k.pg) != (workload, target, clients, pg):
                     continue
                 for round_no, latency in series[k].get("latency_ms", {}).items():
-                    x = round_rtt.get((link_name(k[3]), round_no))
+                    x = round_rtt.get((pg_link_name(k.pg, link_name(k.latency)), round_no))
                     if x is not None:
                         xs.append(x)
                         ys.append(latency)
@@ -311,26 +315,58 @@ class FdwOverhead:
                 fit = linear_fit(xs, ys)
             except ValueError:
                 continue
-            rows.append([workload.upper(), clients, TARGET_LABEL[target], fit.n, fit.slope,
+            rows.append([workload.upper(), clients, TARGET_LABEL[target], pg, fit.n, fit.slope,
                          f"[{fit.slope_low:.2f}, {fit.slope_high:.2f}]", fit.intercept, fit.r2])
         return Table("Cost of a round trip: latency per transaction against measured RTT",
-                     ["Type", "Clients", "Target", "Points", "ms per ms of RTT", "95% CI", "Latency at 0 RTT, ms",
-                      "R²"], rows,
+                     ["Type", "Clients", "Target", "PG", "Points", "ms per ms of RTT", "95% CI",
+                      "Latency at 0 RTT, ms", "R²"], rows,
                      ["Slope of pgbench's latency average against the link's round trip measured in the same round: "
                       "about the number of network round trips each transaction makes through postgres_fdw."],
-                     align_left=3)
+                     align_left=4)
+
+    # -- charts (report --html) and compare -------------------------------------------------
+    primary_metric = "tps"       # what `pgpathbench compare` sets two runs side by side on
+    higher_is_better = True
+
+    def plots(self, run: dict, measurements: list[dict], probes: list[dict]):
+        """TPS and latency by target (grouped bars per workload and clients, with the 95% CI
+        of the median as error bars); with several latencies, TPS and latency against the
+        link's measured round trip (x = median of the link's probes)."""
+        from ..report import Plot
+        series = _plot_series(self.name, measurements)
+        if not series:
+            return []
+        rtt = measured_rtt(probes)
+        plots = [
+            _target_bars(series, "tps", "Throughput by target (TPS, without initial connection time)",
+                         "Throughput, transactions/s"),
+            _target_bars(series, "latency_ms", "Latency by target (pgbench latency average)",
+                         "Latency per transaction, ms"),
+        ]
+        if len({k.latency for k in series}) > 1:
+            plots += [
+                _rtt_lines(series, rtt, "tps", "Throughput against measured round-trip time",
+                           "Throughput, transactions/s", log_y=True),
+                _rtt_lines(series, rtt, "latency_ms", "Latency per transaction against measured round-trip time",
+                           "Latency per transaction, ms", log_y=False,
+                           extra_note="The slope is about the number of network round trips per transaction "
+                                      "(fitted in the table 'Cost of a round trip')."),
+            ]
+        return [p for p in plots if isinstance(p, Plot) and any(p.series.values())]
+
+
+class Key(NamedTuple):
+    """One case of the report, with clients as a number (for sorting)."""
+    workload: str
+    target: str
+    clients: int
+    latency: str = DIRECT
+    pg: str = "15"
 
 
 def link_name(latency: str) -> str:
     """The link from the external instance (or fdw_local) to the source, at one latency."""
     return f"source_{latency}"
-
-
-def _rtt_by_link(probes: list[dict]) -> dict[str, float]:
-    by: dict[str, list[float]] = defaultdict(list)
-    for p in probes:
-        by[p["link"]].append(p["rtt_median_ms"])
-    return {link: summarise(v).median for link, v in by.items()}
 
 
 def _rtt_by_link_round(probes: list[dict]) -> dict[tuple[str, int], float]:
@@ -342,16 +378,12 @@ def _rtt_by_link_round(probes: list[dict]) -> dict[tuple[str, int], float]:
 
 
 def _link_text(key: tuple, rtt: dict[str, float]) -> str:
-    _, target, _, latency = key
-    if target == "local":
-        return "unix socket"
-    measured = rtt.get(link_name(latency))
-    where = "direct" if latency == DIRECT else f"{latency} link"
-    return f"{where}, {measured:.2f} ms" if measured is not None else where
+    target, latency = key[1], key[3]
+    return "unix socket" if target == "local" else link_text(key[4] if len(key) > 4 else "15", latency, rtt)
 
 
 def _bench(key: tuple) -> str:
-    workload, target, clients, latency = key
+    workload, target, clients, latency = key[:4]
     return (f"{workload.upper()}.{TARGET_LABEL[target]}" + (f"_{clients}" if clients != 1 else "")
             + (f"@{latency}" if latency != DIRECT else ""))
 
@@ -392,3 +424,115 @@ def parse_pgbench(stdout: str) -> dict:
     out.setdefault("retries", 0)
     out.setdefault("retried", 0)
     return out
+
+
+# -- charts: helpers of FdwOverhead.plots -------------------------------------------------------
+class _PlotKey(NamedTuple):
+    workload: str
+    target: str
+    clients: int
+    latency: str
+    extra: tuple            # dimensions beyond these four (e.g. ('pg', '16')), in the case's order
+
+
+_PLOT_DIMS = ("workload", "target", "clients", "latency")
+
+
+def _plot_series(study: str, measurements: list[dict]) -> dict[_PlotKey, dict[str, list[float]]]:
+    out: dict[_PlotKey, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for m in measurements:
+        if m["study"] != study or not m["ok"]:
+            continue
+        d = m["dims"]
+        key = _PlotKey(d["workload"], d["target"], int(d["clients"]), d.get("latency", DIRECT),
+                       tuple((k, v) for k, v in sorted(d.items()) if k not in _PLOT_DIMS))
+        for metric in ("tps", "latency_ms"):
+            if m["metrics"].get(metric) is not None:
+                out[key][metric].append(float(m["metrics"][metric]))
+    # Extra dimensions with one value in the whole run say nothing on a chart: drop them.
+    values: dict[str, set[str]] = defaultdict(set)
+    for key in out:
+        for name, value in key.extra:
+            values[name].add(value)
+    varying = {name for name, vs in values.items() if len(vs) > 1}
+    return {k._replace(extra=tuple((n, v) for n, v in k.extra if n in varying)): v for k, v in out.items()}
+
+
+def _plot_order(k: _PlotKey) -> tuple:
+    order = {t: i for i, t in enumerate(TARGET_LABEL)}
+    return (k.workload, k.extra, k.clients, order.get(k.target, 99), int(k.latency[:-2] or 0))
+
+
+def _extra_text(extra: tuple) -> str:
+    return "".join(f" · {'PG ' + v if k == 'pg' else f'{k} {v}'}" for k, v in extra)
+
+
+def _coverage_note(summaries: list) -> str:
+    n_min = min(s.n for s in summaries)
+    worst = min(s.coverage for s in summaries)
+    text = ("Bars and points: median of the rounds; error bars: 95% confidence interval of the median "
+            "(order statistics, no assumption about the distribution)")
+    if worst < 0.95:
+        text += (f". With {n_min} rounds the widest interval, min to max, covers only {worst:.0%}: "
+                 "run more rounds (6 or more) for 95%")
+    return text + "."
+
+
+def _target_bars(series, metric: str, title: str, y_label: str):
+    from ..report import Plot, Point
+    points: dict[str, list] = {}
+    summaries = []
+    for k in sorted(series, key=_plot_order):
+        values = series[k].get(metric)
+        if not values:
+            continue
+        s = summarise(values)
+        summaries.append(s)
+        name = TARGET_LABEL.get(k.target, k.target) + (f" over {k.latency} link" if k.latency != DIRECT else "")
+        category = f"{k.workload.upper()} · {k.clients} client{'s' if k.clients != 1 else ''}{_extra_text(k.extra)}"
+        points.setdefault(name, []).append(Point(category, s.median, s.ci_low, s.ci_high))
+    if not summaries:
+        return None
+    medians = [s.median for s in summaries]
+    log_y = min(medians) > 0 and max(medians) / min(medians) > 20
+    notes = [_coverage_note(summaries)]
+    if log_y:
+        notes.append("Logarithmic axis: the values span more than a factor of 20; equal steps are equal ratios.")
+    return Plot(title, "pgbench workload (RO: select only, RW: TPC-B-like) · concurrent clients", y_label, "bar",
+                points, log_y=log_y, notes=notes)
+
+
+def _measured_rtt(rtt: dict[str, float], latency: str, extra: tuple) -> float | None:
+    """The median probed RTT of the link this case's target crossed."""
+    name = link_name(latency)
+    if name in rtt:
+        return rtt[name]
+    pg = dict(extra).get("pg")
+    found = [v for link, v in rtt.items() if link.endswith("_" + name) and (pg is None or f"pg{pg}" in link)]
+    return found[0] if len(found) == 1 else None
+
+
+def _rtt_lines(series, rtt: dict[str, float], metric: str, title: str, y_label: str, log_y: bool,
+               extra_note: str | None = None):
+    from ..report import Plot, Point
+    points: dict[str, list] = {}
+    summaries = []
+    for k in sorted(series, key=_plot_order):
+        if k.target not in REMOTE_TARGETS or not series[k].get(metric):
+            continue
+        x = _measured_rtt(rtt, k.latency, k.extra)
+        if x is None:
+            continue
+        s = summarise(series[k][metric])
+        summaries.append(s)
+        name = (f"{k.workload.upper()} · {k.clients} client{'s' if k.clients != 1 else ''} · "
+                f"{TARGET_LABEL[k.target]}{_extra_text(k.extra)}")
+        points.setdefault(name, []).append(Point(x, s.median, s.ci_low, s.ci_high))
+    if not summaries:
+        return None
+    notes = [_coverage_note(summaries),
+             "x: the round trip of the link to the source, median of its probes before and after every round."]
+    if extra_note:
+        notes.append(extra_note)
+    return Plot(title, "Measured round-trip time to the source, ms", y_label, "line", points, log_y=log_y,
+                notes=notes)

@@ -1,0 +1,96 @@
+"""remote-sampling on a newer major fetched from Maven Central (PostgreSQL 17), quick preset."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+
+import pytest
+
+from conftest import pgpathbench
+from test_fdw_overhead import report_json
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def sampling_run(workspace_root):
+    res = pgpathbench("run", "remote-sampling", "--preset", "quick", "--pg", "17", workspace=workspace_root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res, report_json(workspace_root)
+
+
+def medians(ms, metric):
+    by = defaultdict(list)
+    for m in ms:
+        by[m["case_id"]].append(m["metrics"][metric])
+    return {k: statistics.median(v) for k, v in by.items()}
+
+
+def test_runs_on_postgresql_17(sampling_run):
+    _, rep = sampling_run
+    servers = rep["run"]["environment"]["sessions"][0]["servers"]
+    assert all("PostgreSQL 17." in s["version"] for s in servers.values())
+    assert all(m["ok"] for m in rep["measurements"]), [m["error"] for m in rep["measurements"] if not m["ok"]]
+
+
+def test_remote_sampling_moves_fewer_rows_and_is_faster_than_full_transfer(sampling_run):
+    _, rep = sampling_run
+    fdw = [m for m in rep["measurements"] if m["dims"]["test"] == "sampling" and m["dims"]["access"] == "fdw"
+           and m["dims"]["rows"] == "100k" and m["dims"]["fraction"] == "0.01"]
+    moved, took = medians(fdw, "rows_transferred"), medians(fdw, "duration_ms")
+    full = "sampling:100k:full:0.01:fdw:-:-:0ms:17"
+    assert moved[full] == 100_000
+    for method in ("system", "bernoulli", "random"):
+        case = full.replace(":full:", f":{method}:")
+        assert moved[case] < 5_000, (method, moved[case])
+        assert took[case] < took[full] / 2, (method, took[case], took[full])
+
+
+def test_every_method_ran_where_the_case_says(sampling_run):
+    _, rep = sampling_run
+    clause = {"system": r"TABLESAMPLE system", "bernoulli": r"TABLESAMPLE bernoulli", "random": r"random\(\) <"}
+    for m in rep["measurements"]:
+        d, mt = m["dims"], m["metrics"]
+        if d["test"] == "sampling" and d["access"] == "fdw":
+            assert mt["remote_sql"].startswith("SELECT id, a, b, c, pad FROM public.v_")
+            if d["method"] == "full":   # everything sent, sampled on arrival
+                assert "random()" in mt["local_filter"] and "TABLESAMPLE" not in mt["remote_view_sql"]
+            else:                       # sampled on the source, before sending
+                assert re.search(clause[d["method"]], mt["remote_view_sql"], re.I), mt
+                assert mt["local_filter"] == ""
+    analyze = {"system": "TABLESAMPLE SYSTEM", "bernoulli": "TABLESAMPLE BERNOULLI", "random": "random() <",
+               "auto": "TABLESAMPLE BERNOULLI"}
+    checked = 0
+    for m in rep["measurements"]:
+        d, mt = m["dims"], m["metrics"]
+        # 100k rows at target 100 samples 30,000 rows: the only analyze cases that really sample.
+        if d["test"] == "analyze" and d["rows"] == "100k" and d["stats_target"] == "100":
+            if d["analyze_sampling"] == "off":
+                assert "TABLESAMPLE" not in mt["remote_sql"] and "random" not in mt["remote_sql"]
+            elif d["analyze_sampling"] != "local":
+                assert analyze[d["analyze_sampling"]] in mt["remote_sql"], mt["remote_sql"]
+                checked += 1
+    assert checked == 4 * 3
+
+
+def test_analyze_statistics_error_and_sample_size(sampling_run):
+    _, rep = sampling_run
+    for m in rep["measurements"]:
+        d, mt = m["dims"], m["metrics"]
+        if d["test"] != "analyze":
+            continue
+        expected = min(300 * int(d["stats_target"]), mt["rows_table"])
+        assert abs(mt["rows_sampled"] - expected) <= 0.05 * expected, (m["case_id"], mt["rows_sampled"])
+        for k in ("ndistinct_error", "null_frac_error", "mcv_freq_error", "histogram_error"):
+            assert 0 <= mt[k] < 0.5, (m["case_id"], k, mt[k])
+
+
+def test_report_fits_per_row_costs_beside_the_seed(sampling_run):
+    res, _ = sampling_run
+    out = res.stdout
+    assert "Per-row costs fitted" in out and "ANALYZE: local table vs foreign table" in out
+    row = next(l for l in out.splitlines() if "send a row through postgres_fdw" in l)
+    us = float(row.split("ms")[-1].split()[0])
+    assert 0.05 < us < 20, row    # seed 004: about 1.5 us on localhost
