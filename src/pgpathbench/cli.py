@@ -85,7 +85,8 @@ def build_parser() -> Parser:
 
     rep = sub.add_parser("report", help="report a stored run")
     _common(rep)
-    rep.add_argument("run", nargs="?", default="latest", metavar="RUN", help="a run id, or latest (default)")
+    rep.add_argument("run", nargs="*", default=["latest"], metavar="RUN",
+                     help="a run id, latest (default) or latest~N; several runs with --html make one page")
     rep.add_argument("--format", choices=FORMATS, default="table")
     rep.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (tables, charts, "
                      "environment) to FILE and print its path")
@@ -254,29 +255,35 @@ def _run_table(run: dict) -> Table:
 
 def cmd_report(args, out: Console, err: Console) -> int:
     target = _html_target(args.html, "--html") if args.html else None
+    if target is None and len(args.run) > 1:
+        raise UserError("RUN: one run per report, or several with --html FILE (one page)")
     ws, bins = _context(args)
     with _store(args, ws, bins) as store:
         if target is None:
-            _print_report(store, args.run, args.format, out)
+            _print_report(store, args.run[0], args.format, out)
             return 0
-        run = store.run(args.run)
-        measurements = store.measurements(run["run_id"])
-        probes = store.probes(run["run_id"])
-    _write_atomically(target, html_report(run, measurements, probes))
+        runs = []
+        for ref in args.run:
+            run = store.run(ref)
+            runs.append((run, store.measurements(run["run_id"]), store.probes(run["run_id"])))
+    _write_atomically(target, html_report(runs))
     out.out(str(target), highlight=False)
     return 0
 
 
-def html_report(run: dict, measurements: list[dict], probes: list[dict]) -> str:
-    """The run's HTML page: every study's tables and plots, failures, environment, options."""
+def html_report(runs: list[tuple[dict, list[dict], list[dict]]]) -> str:
+    """The HTML page of one or more runs: every study's tables and plots, failures, environment, options."""
     from .report import html
-    sections = []
-    for name in run["studies"]:
-        study = get_study(name)
-        plots = getattr(study, "plots", None)
-        sections.append(html.StudySection(name, study.title, study.report(run, measurements, probes),
-                                          plots(run, measurements, probes) if plots else []))
-    return html.run_page(run, measurements, probes, sections)
+    pages = []
+    for run, measurements, probes in runs:
+        sections = []
+        for name in run["studies"]:
+            study = get_study(name)
+            plots = getattr(study, "plots", None)
+            sections.append(html.StudySection(name, study.title, study.report(run, measurements, probes),
+                                              plots(run, measurements, probes) if plots else []))
+        pages.append((run, measurements, probes, sections))
+    return html.run_page(*pages[0]) if len(pages) == 1 else html.runs_page(pages)
 
 
 def _html_target(path: str, option: str) -> Path:

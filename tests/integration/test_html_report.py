@@ -174,3 +174,15 @@ def test_compare_refuses_a_changed_setting_unless_forced(runs, workspace_root, t
     assert page.returncode == 0 and page.stdout.strip() == str(target)
     text = target.read_text()
     assert "--isolation repeatable-read vs read-committed" in text and "<svg" in text and "http://" not in text
+
+
+def test_several_runs_on_one_page(runs, workspace_root, tmp_path):
+    """What `make demo` does: one page for several runs, named by id or latest~N."""
+    target = tmp_path / "both.html"
+    res = pgpathbench("report", "latest~1", "latest", "--html", str(target), workspace=workspace_root)
+    assert res.returncode == 0, res.stderr
+    page = target.read_text()
+    assert runs[0] in page and runs[1] in page
+    assert page.count("<svg") >= 4 and f'id="{runs[1]}-environment"' in page
+    one = pgpathbench("report", "latest~1", "latest", workspace=workspace_root)
+    assert one.returncode == 2 and "several with --html" in one.stderr

@@ -559,6 +559,19 @@ def _facts(items: Iterable[tuple[str, object]]) -> str:
 
 def run_page(run: dict, measurements: Sequence[dict], probes: Sequence[dict], sections: Sequence[StudySection]) -> str:
     """The whole report of one run."""
+    return page(f"pgpathbench report {run['run_id']}", run_body(run, measurements, probes, sections))
+
+
+def runs_page(runs: Sequence[tuple[dict, Sequence[dict], Sequence[dict], Sequence[StudySection]]]) -> str:
+    """Several runs on one page (e.g. the demo's studies), each with its own environment."""
+    ids = [r[0]["run_id"] for r in runs]
+    return page("pgpathbench report " + ", ".join(ids),
+                "".join(run_body(*r, prefix=f"{r[0]['run_id']}-") for r in runs))
+
+
+def run_body(run: dict, measurements: Sequence[dict], probes: Sequence[dict], sections: Sequence[StudySection],
+             prefix: str = "") -> str:
+    """One run's header, studies, failures, environment and options; anchors start with prefix."""
     ok = sum(1 for m in measurements if m.get("ok"))
     failed = len(measurements) - ok
     started, finished = run.get("started_at"), run.get("finished_at")
@@ -575,18 +588,19 @@ def run_page(run: dict, measurements: Sequence[dict], probes: Sequence[dict], se
             _facts([("status", run.get("status")), ("preset", run.get("preset")), ("started", _when(started)),
                     ("wall time", took), ("measurements", f"{ok} ok" + (f", {failed} failed" if failed else "")),
                     ("server", version), ("machine", machine), ("sessions", len(sessions))]),
-            '<nav class="toc">' + "".join(f'<a href="#study-{escape(s.name)}">{escape(s.name)}</a>' for s in sections)
-            + '<a href="#failed">failed measurements</a><a href="#environment">environment</a>'
-              '<a href="#options">options</a></nav></header>']
+            '<nav class="toc">' + "".join(f'<a href="#{prefix}study-{escape(s.name)}">{escape(s.name)}</a>'
+                                          for s in sections)
+            + f'<a href="#{prefix}failed">failed measurements</a><a href="#{prefix}environment">environment</a>'
+              f'<a href="#{prefix}options">options</a></nav></header>']
     for s in sections:
-        body.append(f'<section id="study-{escape(s.name)}"><h2>{escape(s.name)}: {escape(s.title)}</h2>')
+        body.append(f'<section id="{prefix}study-{escape(s.name)}"><h2>{escape(s.name)}: {escape(s.title)}</h2>')
         body.extend(figure_html(p) for p in s.plots)
         body.extend(table_html(t) for t in s.tables)
         body.append("</section>")
-    body.append(f'<section id="failed"><h2>Failed measurements</h2>{failures_html(measurements)}</section>')
-    body.append(f'<section id="environment"><h2>Environment</h2>{environment_html(run, probes)}</section>')
-    body.append(f'<section id="options"><h2>Options</h2>{options_html(run)}</section>')
-    return page(f"pgpathbench report {run['run_id']}", "".join(body))
+    body.append(f'<section id="{prefix}failed"><h2>Failed measurements</h2>{failures_html(measurements)}</section>')
+    body.append(f'<section id="{prefix}environment"><h2>Environment</h2>{environment_html(run, probes)}</section>')
+    body.append(f'<section id="{prefix}options"><h2>Options</h2>{options_html(run)}</section>')
+    return "".join(body)
 
 
 def compare_page(run_a: dict, run_b: dict, tables: Sequence[Table], plots: Sequence[Plot],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import socket
 from datetime import datetime, timezone
 from importlib import resources
@@ -149,9 +150,11 @@ class ResultsStore:
 
     def run(self, ref: str) -> dict:
         """A run by id, or the newest with 'latest'; UserError if there is none."""
+        back = re.fullmatch(r"latest(?:~(\d+))?", ref)
         with self.conn.cursor(row_factory=dict_row) as cur:
-            if ref == "latest":
-                row = cur.execute("SELECT * FROM pgpathbench.run ORDER BY started_at DESC LIMIT 1").fetchone()
+            if back:  # latest, latest~1 (the one before), ...
+                row = cur.execute("SELECT * FROM pgpathbench.run ORDER BY started_at DESC LIMIT 1 OFFSET %s",
+                                  (int(back.group(1) or 0),)).fetchone()
             else:
                 row = cur.execute("SELECT * FROM pgpathbench.run WHERE run_id = %s", (ref,)).fetchone()
         if row is None:
