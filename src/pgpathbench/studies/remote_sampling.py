@@ -28,7 +28,7 @@ from psycopg import sql
 from ..errors import CaseError, UserError
 from ..matrix import Case, Dimension, Parameter, Preset, cross
 from ..references import SAMPLING_US_PER_ROW
-from ..report import Table
+from ..report import Plot, Point, Table
 from ..stats import linear_fit, summarise
 from .base import (BANDWIDTH, DIRECT, LATENCY, PG, StudyEnv, StudyOptions, latencies_with_direct, link_text,
                    measured_rtt)
@@ -369,6 +369,52 @@ class RemoteSampling:
                                 [[m["case_id"], m["round"], m["error"]] for m in failed]))
         return tables
 
+    def plots(self, run: dict, measurements: list[dict], probes: list[dict]) -> list[Plot]:
+        """The seed's curves: duration against fraction per method, direct and through the FDW
+        (one chart per table size and link); ANALYZE duration and statistics error per mode."""
+        ours = [m for m in measurements if m["study"] == self.name and m["ok"]]
+        rtt = measured_rtt(probes)
+        plots = []
+        sampling = defaultdict(lambda: defaultdict(list))
+        for m in ours:
+            d = m["dims"]
+            if d["test"] == "sampling":
+                chart = (d["pg"], d["rows"], d["access"], d["latency"])
+                sampling[chart][(d["method"], float(d["fraction"]))].append(m["metrics"]["duration_ms"])
+        for (pg, size, access, latency), by in sorted(sampling.items(),
+                                                      key=lambda kv: (kv[0][0], row_count(kv[0][1]), kv[0][2])):
+            where = "directly on the source" if access == "direct" else \
+                f"through postgres_fdw ({link_text(pg, latency, rtt)})"
+            series = {method: [_median_point(f, v) for (m, f), v in sorted(by.items()) if m == method]
+                      for method in SAMPLING_METHODS}
+            plots.append(Plot(f"Sampling {size} rows {where}, PostgreSQL {pg}", "Fraction of the table sampled",
+                              "Duration, ms", "line", {k: v for k, v in series.items() if v},
+                              notes=["Median of the rounds, error bars: 95% CI of the median. full = every row "
+                                     "read (and, through the FDW, sent) then sampled; the others sample first."]))
+        analyze = defaultdict(lambda: defaultdict(list))
+        errors = defaultdict(lambda: defaultdict(list))
+        for m in ours:
+            d = m["dims"]
+            if d["test"] == "analyze":
+                chart = (d["pg"], d["rows"], d["latency"])
+                analyze[chart][(d["analyze_sampling"], d["stats_target"])].append(m["metrics"]["duration_ms"])
+                if m["metrics"].get("histogram_error") is not None:
+                    errors[chart][(d["analyze_sampling"], d["stats_target"])].append(m["metrics"]["histogram_error"])
+        for chart, by in sorted(analyze.items(), key=lambda kv: (kv[0][0], row_count(kv[0][1]))):
+            pg, size, latency = chart
+            targets = sorted({t for _, t in by}, key=int)
+            for title, data, label in (("ANALYZE duration", by, "Duration, ms"),
+                                       ("Histogram error after ANALYZE", errors[chart],
+                                        "Mean relative deviation of bucket shares")):
+                series = {f"target {t}": [_median_point(mode, data[(mode, t)]) for mode in ANALYZE_MODES
+                                          if data.get((mode, t))] for t in targets}
+                if any(series.values()):
+                    plots.append(Plot(f"{title}, {size} rows, PostgreSQL {pg} ({link_text(pg, latency, rtt)})",
+                                      "ANALYZE of the local table, or of the foreign table with analyze_sampling",
+                                      label, "bar", series,
+                                      notes=["Median of the rounds, error bars: 95% CI of the median."]))
+        return plots
+
     @staticmethod
     def _sampling_table(ms: list[dict], rtt: dict) -> Table:
         by: dict[tuple, list[float]] = defaultdict(list)
@@ -479,3 +525,8 @@ def _fit_cells(fit) -> list:
         return [None, "needs 2+ sizes or fractions", 0]
     # ms per row -> us per row
     return [fit.slope * 1000, f"[{fit.slope_low * 1000:.3f}, {fit.slope_high * 1000:.3f}]", fit.n]
+
+
+def _median_point(x, values: list[float]) -> Point:
+    s = summarise(values)
+    return Point(x, s.median, s.ci_low, s.ci_high)
