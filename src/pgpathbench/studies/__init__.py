@@ -5,9 +5,10 @@ from __future__ import annotations
 from ..errors import UserError
 from .base import Study
 from .fdw_overhead import FdwOverhead
+from .file_fdw_tpch import FileFdwTpch
 from .remote_sampling import RemoteSampling
 
-STUDIES: dict[str, Study] = {s.name: s for s in (FdwOverhead(), RemoteSampling())}
+STUDIES: dict[str, Study] = {s.name: s for s in (FdwOverhead(), RemoteSampling(), FileFdwTpch())}
 
 
 def get(name: str) -> Study:

@@ -1,0 +1,34 @@
+"""file-fdw-tpch's bad input: one line naming the option and the fix, exit 2, nothing written."""
+
+import pytest
+
+from conftest import pgpathbench
+
+RUN = ["run", "file-fdw-tpch", "--preset", "quick"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([*RUN, "--queries", "1,23"], "--queries: unknown query '23'; TPC-H has queries 1 to 22"),
+    ([*RUN, "--queries", "q1,,q6"], "--queries: empty value"),
+    ([*RUN, "--storage", "parquet"], "--storage: unknown value 'parquet'; choose from regular,foreign"),
+    ([*RUN, "--layout", "cluster"], "--layout: unknown value 'cluster'; choose from single,partitioned,scaleout"),
+    ([*RUN, "--scale", "0"], "--scale: scale must be from 0.01 to 300, got 0"),
+    ([*RUN, "--scale", "big"], "--scale: 'big' is not a TPC-H scale factor"),
+    ([*RUN, "--partitions", "0"], "--partitions: '0' is not a number of partitions from 1 to 16"),
+    ([*RUN, "--timeout", "-5"], "--timeout: '-5' is not a whole number of seconds >= 1"),
+])
+def test_bad_option_is_one_line_exit_2(tmp_path, args, message):
+    res = pgpathbench(*args, workspace=tmp_path / "ws")
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("pgpathbench: error: ") and message in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "ws").exists()
+
+
+def test_studies_lists_file_fdw_tpch():
+    import json
+    res = pgpathbench("studies", "--format", "json")
+    study = {s["name"]: s for s in json.loads(res.stdout)}["file-fdw-tpch"]
+    assert study["dimensions"]["layout"]["values"] == ["single", "partitioned", "scaleout"]
+    assert study["dimensions"]["queries"]["default"] == ["q1", "q3", "q5", "q6", "q10", "q12", "q14", "q19"]
+    assert study["presets"]["paper"]["scale"] == 10 and study["presets"]["standard"]["scale"] == 1

@@ -1,0 +1,352 @@
+"""file-fdw-tpch without servers: query texts, the case matrix, parse-rate arithmetic, answer
+comparison and its tolerance, plan shapes, slicing of files for COPY, the report's arithmetic."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from decimal import Decimal
+
+import duckdb
+import pytest
+
+from pgpathbench.errors import UserError
+from pgpathbench.references import FILE_FDW_TPCH_SECONDS, file_fdw_tpch_slowdown
+from pgpathbench.studies import STUDIES
+from pgpathbench.studies import tpch
+from pgpathbench.studies.base import StudyOptions
+from pgpathbench.studies.file_fdw_tpch import (AnswerMismatch, FileFdwTpch, disk_needed, expand_queries,
+                                               layout_settings, parse_query, parse_scale, scan_cores, search_path)
+from pgpathbench.studies.tpch_data import (answer_digest, base_table, compare_rows, parse_rate, plan_shape,
+                                           plan_workers, split_points, values_match)
+
+STUDY = STUDIES["file-fdw-tpch"]
+
+
+# --- query texts ---------------------------------------------------------------------------------
+def test_twenty_two_queries_and_the_seeds_eight():
+    assert tpch.ALL_QUERIES == tuple(f"q{i}" for i in range(1, 23))
+    assert set(tpch.QUERIES) == set(tpch.ALL_QUERIES)
+    assert tpch.SEED_QUERIES == ("q1", "q3", "q5", "q6", "q10", "q12", "q14", "q19")
+    assert set(tpch.SPEC_TEXT) == {"q2", "q17", "q20", "q21"}   # what PostgreSQL runs decorrelated
+    for q in tpch.ALL_QUERIES:
+        text = tpch.query_text(q, 1)
+        assert text.lower().startswith(("select", "with")) and ";" not in text and "{" not in text
+
+
+@pytest.mark.parametrize("query, parameters", [
+    ("q1", ["date '1998-12-01' - interval '90' day"]),
+    ("q3", ["'BUILDING'", "date '1995-03-15'"]),
+    ("q5", ["'ASIA'", "date '1994-01-01'", "interval '1' year"]),
+    ("q6", ["date '1994-01-01'", "0.06 - 0.01", "0.06 + 0.01", "l_quantity < 24"]),
+    ("q10", ["date '1993-10-01'", "interval '3' month"]),
+    ("q12", ["('MAIL', 'SHIP')", "date '1994-01-01'"]),
+    ("q14", ["date '1995-09-01'", "interval '1' month"]),
+    ("q19", ["'Brand#12'", "'Brand#23'", "'Brand#34'", "l_quantity >= 1 ", "l_quantity >= 10 ", "l_quantity >= 20 "]),
+    ("q2", ["p_size = 15", "'%BRASS'", "'EUROPE'"]),
+    ("q7", ["'FRANCE'", "'GERMANY'"]),
+    ("q8", ["'BRAZIL'", "'AMERICA'", "'ECONOMY ANODIZED STEEL'"]),
+    ("q9", ["'%green%'"]),
+    ("q13", ["'%special%requests%'"]),
+    ("q16", ["'Brand#45'", "'MEDIUM POLISHED%'", "(49, 14, 23, 45, 19, 3, 36, 9)"]),
+    ("q17", ["'Brand#23'", "'MED BOX'"]),
+    ("q18", ["> 300"]),
+    ("q20", ["'forest%'", "'CANADA'"]),
+    ("q21", ["'SAUDI ARABIA'"]),
+    ("q22", ["('13', '31', '23', '29', '30', '18', '17')"]),
+])
+def test_validation_parameters(query, parameters):
+    text = tpch.query_text(query, 1)
+    for p in parameters:
+        assert p in text, f"{query}: {p}"
+
+
+def test_q11_fraction_is_0_0001_over_sf():
+    assert tpch.fraction(1) == "0.0001"
+    assert tpch.fraction(10) == "0.00001"
+    assert tpch.fraction(0.05) == "0.002"
+    assert "* 0.00001" in tpch.query_text("q11", 10)
+
+
+@pytest.fixture(scope="module")
+def empty_duckdb():
+    con = duckdb.connect()
+    for table, cols in tpch.TABLES.items():
+        con.execute(f"CREATE TABLE {table} (" + ", ".join(f"{n} {tpch.duckdb_type(t)}" for n, t in cols) + ")")
+    yield con
+    con.close()
+
+
+@pytest.mark.parametrize("query", tpch.ALL_QUERIES)
+def test_every_text_parses_and_binds_in_an_independent_engine(empty_duckdb, query):
+    """Both texts of every query are valid SQL over the TPC-H schema (names, types): DuckDB plans them."""
+    for text in {tpch.query_text(query, 1), tpch.spec_text(query, 1)}:
+        empty_duckdb.execute(f"EXPLAIN {text}")
+        assert empty_duckdb.execute(text).fetchall() is not None
+
+
+def test_tables_of():
+    assert tpch.tables_of("q1") == tpch.tables_of("q6") == {"lineitem"}
+    assert tpch.tables_of("q12") == {"orders", "lineitem"}
+    assert tpch.tables_of("q8") == {"part", "supplier", "lineitem", "orders", "customer", "nation", "region"}
+    assert set(tpch.SCAN_QUERIES) == {"q1", "q6"}
+
+
+def test_schema_columns_and_dummy():
+    assert len(tpch.TABLES["lineitem"]) == 16 and len(tpch.TABLES["orders"]) == 9
+    assert tpch.column_list("region", with_dummy=True).endswith(f"{tpch.DUMMY_COLUMN} text")
+    assert tpch.duckdb_type("char(25)") == "VARCHAR" and tpch.duckdb_type("numeric(15,2)") == "DECIMAL(15,2)"
+
+
+# --- options and the case matrix -------------------------------------------------------------------
+@pytest.mark.parametrize("raw, expect", [("6", "q6"), ("q6", "q6"), ("Q06", "q6"), ("22", "q22"), ("all", "all")])
+def test_parse_query(raw, expect):
+    assert parse_query(raw) == expect
+
+
+@pytest.mark.parametrize("raw", ["0", "23", "q", "x1", ""])
+def test_parse_query_rejects(raw):
+    with pytest.raises(ValueError, match="1 to 22"):
+        parse_query(raw)
+
+
+def test_parse_scale():
+    assert parse_scale("0.05") == 0.05 and parse_scale("10") == 10.0
+    for bad in ("0", "-1", "abc", "301"):
+        with pytest.raises(ValueError):
+            parse_scale(bad)
+
+
+def options(**dims) -> StudyOptions:
+    base = {k: tuple(v) for k, v in STUDY.default_dims.items()}
+    base.update(dims)
+    return StudyOptions(STUDY.name, "quick", 3, {"scale": 0.05, "partitions": 2, "timeout": 60}, base)
+
+
+def test_default_matrix_is_the_seeds_eight_on_both_storages_and_every_layout():
+    cases = STUDY.cases(options())
+    assert len(cases) == 8 * 2 * 3
+    ids = {c.case_id for c in cases}
+    assert "q6:foreign:scaleout:15" in ids and "q1:regular:single:15" in ids
+    assert [name for name, _ in cases[0].dims] == ["queries", "storage", "layout", "pg"]
+
+
+def test_all_expands_in_query_order():
+    assert expand_queries(("all",)) == tpch.ALL_QUERIES
+    assert expand_queries(("q10", "q2", "q10")) == ("q2", "q10")
+    cases = STUDY.cases(options(queries=("all",), layout=("single",)))
+    assert len(cases) == 22 * 2 and cases[0].case_id == "q1:regular:single:15"
+
+
+def test_cli_dimension_validation():
+    dim = STUDY.dimensions["queries"]
+    assert dim.validate("1,6,q6, 19", "--queries") == ("q1", "q6", "q19")
+    with pytest.raises(UserError, match="--queries: unknown query '23'"):
+        dim.validate("1,23", "--queries")
+    with pytest.raises(UserError, match="--layout: unknown value 'cluster'"):
+        STUDY.dimensions["layout"].validate("single,cluster", "--layout")
+
+
+def test_presets():
+    assert STUDY.presets["paper"].params["scale"] == 10 and "queries" not in STUDY.presets["paper"].dims
+    assert STUDY.presets["standard"].params["scale"] == 1 and STUDY.presets["standard"].dims["queries"] == ("all",)
+    assert STUDY.presets["quick"].params["scale"] < 1
+
+
+def test_layout_settings_and_search_path():
+    assert layout_settings("single", 4)["max_parallel_workers_per_gather"] == "0"
+    part = layout_settings("partitioned", 4)
+    assert part["max_parallel_workers_per_gather"] == "3" and part["enable_partitionwise_join"] == "on"
+    assert layout_settings("partitioned", 1)["max_parallel_workers_per_gather"] == "1"
+    scaleout = layout_settings("scaleout", 4)
+    assert scaleout["max_parallel_workers_per_gather"] == "0" and scaleout["enable_partitionwise_join"] == "on"
+    assert scaleout["enable_partitionwise_aggregate"] == "off"   # else no asynchronous Append
+    assert search_path("single", "foreign") == "single_foreign"
+    assert search_path("scaleout", "regular") == "scaleout_regular, single_regular"
+
+
+def test_disk_needed_for_the_paper_scale():
+    full = disk_needed(10, ("single", "partitioned", "scaleout"), False, False)
+    assert 40e9 < full < 79e9          # fits this machine's disk, and says so when it does not
+    assert disk_needed(10, ("single",), True, True) < disk_needed(10, ("single",), False, False) < full
+
+
+# --- parse rate --------------------------------------------------------------------------------------
+def test_parse_rate_the_seeds_arithmetic():
+    rate, per_core = parse_rate(int(7.2e9), 200.0)           # seed 002: 7.2 GB in about 200 s, one core
+    assert rate == pytest.approx(36.0) and per_core == pytest.approx(36.0)
+    rate, per_core = parse_rate(760_000_000, 2.0, cores=4)
+    assert rate == pytest.approx(380.0) and per_core == pytest.approx(95.0)
+    with pytest.raises(ValueError):
+        parse_rate(1, 0.0)
+
+
+def test_scan_cores():
+    assert scan_cores("single", 0, 2) == 1
+    assert scan_cores("partitioned", 1, 2) == 2
+    assert scan_cores("partitioned", 3, 2) == 2     # a file_fdw partition is read by one process
+    assert scan_cores("scaleout", 0, 3) == 3
+
+
+def test_published_slowdowns():
+    assert len(FILE_FDW_TPCH_SECONDS) == 8 * 4
+    assert file_fdw_tpch_slowdown("q6", "postgresql") == pytest.approx(218.8 / 18.6)
+    assert file_fdw_tpch_slowdown("q1", "postgresql") == pytest.approx(531.5 / 311.3)
+    assert file_fdw_tpch_slowdown("q6", "postgresql") > 10 > 2 > file_fdw_tpch_slowdown("q1", "postgresql")
+    assert file_fdw_tpch_slowdown("q2", "postgresql") is None
+
+
+# --- answers -----------------------------------------------------------------------------------------
+def test_digest_ignores_order_not_values():
+    rows = [("A", Decimal("1.10"), date(1995, 3, 15)), ("B", None, date(1996, 1, 1))]
+    assert answer_digest(rows) == answer_digest(list(reversed(rows)))
+    assert answer_digest(rows) != answer_digest([("A", Decimal("1.11"), date(1995, 3, 15)), rows[1]])
+    assert answer_digest(rows) != answer_digest(rows[:1])
+
+
+def test_compare_rows_across_engines_within_tolerance():
+    pg = [("MAIL      ", Decimal("25.5220058532573370"), Decimal("1995")), ("SHIP      ", Decimal("0.05"), 1996)]
+    duck = [("SHIP", 0.05000000001, 1996), ("MAIL", 25.522005853257337, 1995)]
+    assert compare_rows(pg, duck) is None                      # padding, order, Decimal vs float
+    assert "column 2" in compare_rows(pg, [("SHIP", 0.0501, 1996), ("MAIL", 25.522005853257337, 1995)])
+    assert compare_rows(pg, duck[:1]) == "2 rows vs 1"
+    assert "2 columns vs 3" in compare_rows([("a", 1)], [("a", 1, 2)])
+    assert values_match(1.0, 1.0 + 5e-7) and not values_match(1.0, 1.0 + 5e-6)
+    assert not values_match(0.0, 1e-6) and values_match(0.0, 1e-12)
+    assert compare_rows([(Decimal("1.10"),)], [(Decimal("1.1"),)], rel_tol=0) is None
+
+
+class FakeConn:
+    def __init__(self, answers):
+        self.answers = answers
+
+    def execute(self, text):
+        return self
+
+    def fetchall(self):
+        return self.answers
+
+
+class FakeEnv:
+    def __init__(self):
+        self.state = {}
+
+
+def test_a_wrong_answer_stops_the_run_loudly():
+    study = FileFdwTpch()
+    good = [("A", Decimal("1.00"))]
+    conns = {(la, st): FakeConn(good) for la in ("single", "partitioned") for st in ("regular", "foreign")}
+    answers, duck = study._warm_up_and_check(FakeEnv(), conns, None, ("q6",), ("single", "partitioned"), 10.0)
+    assert answers["q6"]["agreeing"] == ["regular/single", "foreign/single", "regular/partitioned",
+                                         "foreign/partitioned"]
+    assert duck["checked"] is False and "scale 10" in duck["reason"]
+    conns[("partitioned", "foreign")] = FakeConn([("A", Decimal("1.01"))])
+    with pytest.raises(AnswerMismatch, match=r"q6 on foreign/partitioned differs from regular/single: "
+                                             r"row 1, column 2"):
+        study._warm_up_and_check(FakeEnv(), conns, None, ("q6",), ("single", "partitioned"), 10.0)
+
+
+# --- plans -------------------------------------------------------------------------------------------
+def scan(rel, kind="Seq Scan", **kw):
+    return {"Node Type": kind, "Relation Name": rel, **kw}
+
+
+def join(kind, outer, inner, jt="Inner"):
+    return {"Node Type": kind, "Join Type": jt, "Plans": [outer, {"Node Type": "Hash", "Plans": [inner]}
+                                                          if kind == "Hash Join" else inner]}
+
+
+def test_plan_shape_is_storage_neutral():
+    regular = {"Node Type": "Aggregate", "Plans": [join("Hash Join", scan("orders"), scan("lineitem"))]}
+    foreign = {"Node Type": "Aggregate", "Plans": [join("Hash Join", scan("orders", "Foreign Scan"),
+                                                        scan("lineitem", "Foreign Scan"))]}
+    swapped = {"Node Type": "Aggregate", "Plans": [join("Hash Join", scan("lineitem", "Foreign Scan"),
+                                                        scan("orders", "Foreign Scan"))]}
+    assert plan_shape(regular) == plan_shape(foreign) == "HashJoin(orders, lineitem)"
+    assert plan_shape(swapped) == "HashJoin(lineitem, orders)" != plan_shape(regular)
+
+
+def test_plan_shape_partitions_partitionwise_pushdown_and_subplans():
+    parts = {"Node Type": "Gather", "Workers Planned": 2, "Plans": [
+        {"Node Type": "Append", "Plans": [scan("lineitem_1"), scan("lineitem_2")]}]}
+    assert plan_shape(parts) == "lineitem" and plan_workers(parts) == 2
+    pw = {"Node Type": "Append", "Plans": [join("Hash Join", scan(f"lineitem_{k}"), scan(f"orders_{k}"))
+                                           for k in (1, 2)]}
+    assert plan_shape(pw) == "per-partition HashJoin(lineitem, orders)"
+    remote = {"Node Type": "Append", "Plans": [
+        {"Node Type": "Foreign Scan", "Relations": f"(lineitem_{k} lineitem) INNER JOIN (orders_{k} orders)"}
+        for k in (1, 2)]}
+    assert plan_shape(remote) == "remote(lineitem INNER JOIN orders)"
+    semi = {"Node Type": "Nested Loop", "Join Type": "Semi", "Plans": [
+        scan("supplier"), scan("partsupp"),
+        {"Node Type": "Aggregate", "Parent Relationship": "InitPlan", "Subplan Name": "InitPlan 1 (returns $0)",
+         "Plans": [scan("partsupp")]}]}
+    assert plan_shape(semi) == "NestLoop.semi(supplier, partsupp) [InitPlan 1 (returns $0): partsupp]"
+    assert plan_workers(semi) == 0
+    assert base_table("lineitem_12") == "lineitem" and base_table("revenue_1") == "revenue_1"
+
+
+# --- slices for COPY -----------------------------------------------------------------------------------
+def test_split_points_cut_at_newlines(tmp_path):
+    path = tmp_path / "t.tbl"
+    lines = [f"{i}|{'x' * (i % 17)}|\n".encode() for i in range(1000)]
+    path.write_bytes(b"".join(lines))
+    for pieces in (1, 2, 3, 7, 5000):
+        slices = split_points(path, pieces)
+        data = path.read_bytes()
+        assert b"".join(data[a:b] for a, b in slices) == data
+        assert all(data[b - 1:b] == b"\n" for _, b in slices)
+        assert len(slices) <= pieces
+        assert slices[0][0] == 0 and slices[-1][1] == len(data)
+
+
+# --- the report ------------------------------------------------------------------------------------------
+def measurement(q, storage, layout, rnd, seconds):
+    return {"study": STUDY.name, "ok": True, "error": None, "round": rnd, "case_id": f"{q}:{storage}:{layout}:15",
+            "dims": {"queries": q, "storage": storage, "layout": layout, "pg": "15"},
+            "metrics": {"duration_s": seconds}}
+
+
+def test_report_slowdowns_paired_by_round_and_the_seeds_comparison():
+    ms = []
+    for rnd, drift in enumerate((1.0, 1.5, 1.2), 1):     # machine drift cancels in paired ratios
+        ms += [measurement("q1", "regular", "single", rnd, 1.0 * drift),
+               measurement("q1", "foreign", "single", rnd, 2.0 * drift),
+               measurement("q6", "regular", "single", rnd, 0.1 * drift),
+               measurement("q6", "foreign", "single", rnd, 1.0 * drift)]
+    run = {"environment": {"sessions": [{"file_fdw_tpch_pg15": {
+        "scale": 1.0, "partitions": 2, "layouts": ["single"], "files": {"lineitem": 760_000_000}},
+        "file_fdw_tpch_pg15_plans": {"q6:foreign:single": {"shape": "lineitem", "workers": 0, "text": ""},
+                                     "q6:regular:single": {"shape": "lineitem", "workers": 0, "text": ""}}}]}}
+    tables = {t.title: t for t in STUDY.report(run, ms, [])}
+    slow = tables["Slowdown through file_fdw: foreign / regular"]
+    by_q = {row[0]: row for row in slow.rows}
+    assert by_q["Q1"][7] == pytest.approx(2.0) and by_q["Q6"][7] == pytest.approx(10.0)
+    assert by_q["Q6"][10] == pytest.approx(218.8 / 18.6)
+    assert any("Q6 slowdown 10.00x above Q1 slowdown 2.00x" in n for n in slow.notes)
+    seed = tables["TPC-H seconds per query (median of the rounds): regular vs foreign, per layout"]
+    assert seed.rows[1][:3] == ["Q6", pytest.approx(0.12), pytest.approx(1.2)] and 18.6 in seed.rows[1]
+    rate = tables["Parse rate of file_fdw: MB of lineitem's file per second"]
+    q6 = next(r for r in rate.rows if r[0] == "Q6")
+    assert q6[6] == pytest.approx(760 / 1.2) and q6[5] == 1
+    plots = STUDY.plots(run, ms, [])
+    assert [p.title for p in plots] == ["Seconds per TPC-H query", "Slowdown through file_fdw (foreign / regular)"]
+    assert "published PostgreSQL" in plots[1].series
+
+
+def test_disk_check_says_how_much_is_needed(tmp_path):
+    from pgpathbench.studies.tpch_data import TpchFiles
+
+    class SmallDisk:
+        root = tmp_path
+
+        @staticmethod
+        def free_bytes():
+            return 20e9
+
+    files = TpchFiles(tmp_path / "data" / "tpch", 10.0)
+    with pytest.raises(UserError, match=r"--scale: TPC-H SF 10 with layouts single,partitioned,scaleout needs "
+                                        r"about 66 GB free in the workspace .*, 20 GB are"):
+        FileFdwTpch._check_disk(SmallDisk, files, ("single", "partitioned", "scaleout"), 2, 10.0)
+    need, free = FileFdwTpch._check_disk(SmallDisk, files, ("single",), 2, 1.0)
+    assert need < free == 20e9
