@@ -6,9 +6,12 @@ from ..errors import UserError
 from .base import Study
 from .fdw_overhead import FdwOverhead
 from .file_fdw_tpch import FileFdwTpch
+from .interfaces import Interfaces
+from .interfaces_fidelity import InterfacesFidelity
 from .remote_sampling import RemoteSampling
 
-STUDIES: dict[str, Study] = {s.name: s for s in (FdwOverhead(), RemoteSampling(), FileFdwTpch())}
+STUDIES: dict[str, Study] = {s.name: s for s in (FdwOverhead(), RemoteSampling(), FileFdwTpch(), Interfaces(),
+                                                 InterfacesFidelity())}
 
 
 def get(name: str) -> Study:

@@ -1,0 +1,322 @@
+"""How the orchestrator invokes the native clients (clients/CONTRACT.md) and reads their JSON.
+
+Every client (`pgpb_libpq`, `pgpb_odbc`, `pgpb-jdbc.jar`, `pgpb_psycopg`) takes the same command
+line and prints one JSON object. `run_native_client` runs one, as a child that dies with the tool
+(procs.py's parent-death signal, its own session), and adds what only the outside sees: the
+child's wall time from fork to exit, its CPU time (user, system) and its peak resident set, all
+from the kernel's accounting of the client alone (wait4 in pgpb_measure, a small C program that
+forks it: forked straight from this Python process, the client's peak RSS would include the
+~40 MiB it shares with it until exec), so they count the JVM or the Python interpreter exactly as
+they count a C program. Its JSON is validated field by field: a client that prints something
+else fails the measurement loudly (CaseError), never silently.
+
+`spawn_measured` is the same measured spawn for any program (psql, pgbench: the reference tools
+the clients are held against).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import re
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from .errors import CaseError, UserError
+from .procs import _die_with_parent
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = REPO / ".tools" / "clients"
+MEASURE = TOOLS / "pgpb_measure"
+
+# Keys of the client's JSON, in the contract's order.
+KEYS = ("client", "version", "mode", "iterations", "rows", "bytes", "checksum", "connect_s", "exec_s",
+        "fetch_s", "total_s")
+TIMES = ("connect_s", "exec_s", "fetch_s", "total_s")
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+# connect + exec + fetch <= total, each printed with 6 decimals: rounding slack.
+ROUNDING_SLACK_S = 4e-6
+
+
+@dataclass(frozen=True)
+class NativeClient:
+    """One interface's client: how to run it and which fetch modes it has."""
+    name: str                  # the contract's `client` value
+    files: tuple[str, ...]     # under .tools/clients, needed to run it
+    modes: tuple[str, ...]     # modes without their :N
+    unix_socket: bool = True   # pgjdbc has none
+
+    def command(self, jvm_options: Sequence[str] = ()) -> list[str]:
+        if self.name == "jdbc":
+            return ["java", *jvm_options, "-jar", str(TOOLS / "pgpb-jdbc.jar")]
+        return [str(TOOLS / self.files[0])]
+
+    def missing(self) -> list[str]:
+        return [f for f in self.files if not (TOOLS / f).is_file()]
+
+
+CLIENTS: dict[str, NativeClient] = {
+    "libpq": NativeClient("libpq", ("pgpb_libpq",), ("normal", "single-row", "copy", "chunked")),
+    "odbc": NativeClient("odbc", ("pgpb_odbc", "odbcinst.ini"), ("normal", "cursor")),
+    "jdbc": NativeClient("jdbc", ("pgpb-jdbc.jar",), ("normal", "cursor", "copy"), unix_socket=False),
+    "psycopg": NativeClient("psycopg", ("pgpb_psycopg", "libpgpb_fnv1a.so"), ("normal", "cursor", "copy")),
+    # Not an interface: pgpb_libpq built without its checksum loop (its JSON says client "libpq" and the
+    # checksum's offset basis). interfaces-fidelity runs it to show what the checksum costs.
+    "libpq-nochecksum": NativeClient("libpq", ("pgpb_libpq_nochecksum",), ("normal", "single-row", "copy")),
+}
+
+
+def require_clients(names: Sequence[str], option: str = "--interface") -> None:
+    """UserError naming what is missing (before anything is written) and how to build it."""
+    if not MEASURE.is_file():
+        raise UserError(f"{option}: .tools/clients/pgpb_measure is missing; run scripts/build-clients "
+                        "(make bootstrap does)")
+    for name in names:
+        client = CLIENTS[name]
+        missing = client.missing()
+        if missing:
+            raise UserError(f"{option}: the {name} client is not built (.tools/clients/{missing[0]} is missing); "
+                            "run scripts/build-clients (make bootstrap does)")
+        if name == "jdbc" and not _which("java"):
+            raise UserError(f"{option}: the jdbc client needs java on PATH; run scripts/build-clients "
+                            "(it installs openjdk-17-jdk-headless)")
+
+
+def _which(program: str) -> bool:
+    return any(os.access(Path(d) / program, os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep) if d)
+
+
+# -- the measured spawn ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A finished child: what it printed and what the kernel accounted for it."""
+    args: tuple[str, ...]
+    returncode: int            # negative: killed by that signal
+    stdout: str
+    stderr: str
+    wall_s: float              # fork to exit, as seen by the tool
+    user_s: float              # CPU of the program (all its threads)
+    sys_s: float
+    peak_rss_kib: int          # ru_maxrss: its largest resident set, KiB
+    timed_out: bool = False
+
+
+def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
+                   stdout: int | None = subprocess.PIPE) -> Measured:
+    """Run args to completion as our child and measure it: wall time here, CPU and peak RSS from
+    wait4 in pgpb_measure (clients/measure/pgpb_measure.c), which forks the program from a small
+    process so that its peak RSS is its own, not the pages of this Python process it would share
+    between fork and exec. Killed with its session if we die, time out or are interrupted.
+    stdout=subprocess.DEVNULL sends its output to /dev/null directly (e.g. psql's COPY text)."""
+    if not MEASURE.is_file():
+        raise UserError(f"{MEASURE} is missing; run scripts/build-clients (make bootstrap does)")
+    report_r, report_w = os.pipe()
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.Popen([str(MEASURE), str(report_w), *args], stdin=subprocess.DEVNULL, stdout=stdout,
+                                stderr=subprocess.PIPE, env=env, pass_fds=(report_w,),
+                                preexec_fn=_die_with_parent(signal.SIGKILL), start_new_session=True)
+    except BaseException:
+        os.close(report_r)
+        raise
+    finally:
+        os.close(report_w)
+    timed_out, lock, reaped = threading.Event(), threading.Lock(), []
+
+    def kill() -> None:
+        with lock:              # never signal a pid that was reaped (and could be reused)
+            if not reaped:
+                timed_out.set()
+                _kill_session(proc.pid)
+
+    watchdog = threading.Timer(timeout, kill)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        out, err, report = _read_all([proc.stdout.fileno() if proc.stdout else None, proc.stderr.fileno(),
+                                      report_r])
+        _, status, _ = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        with lock:
+            reaped.append(True)
+    except BaseException:
+        _kill_session(proc.pid)
+        _reap(proc)
+        raise
+    finally:
+        watchdog.cancel()
+        for f in (proc.stdout, proc.stderr):
+            if f is not None:
+                f.close()
+        os.close(report_r)
+    proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: Popen must not wait again
+    text = err.decode(errors="replace")
+    fields = report.decode().split()
+    if proc.returncode != 0 or len(fields) != 4:
+        if timed_out.is_set():
+            return Measured(tuple(args), -signal.SIGKILL, out.decode(errors="replace"), text, wall, 0.0, 0.0, 0,
+                            True)
+        raise RuntimeError(f"pgpb_measure failed (exit {proc.returncode}): {text.strip()[-300:]}")
+    returncode = os.waitstatus_to_exitcode(int(fields[0]))
+    return Measured(tuple(args), returncode, out.decode(errors="replace"), text, wall, float(fields[2]),
+                    float(fields[3]), int(fields[1]), timed_out.is_set())
+
+
+def _kill_session(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    try:
+        _, status, _ = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    except ChildProcessError:
+        pass
+
+
+def _read_all(fds: list[int | None]) -> list[bytes]:
+    """Every given pipe to EOF, without threads: the child never blocks on a full pipe."""
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in fds if fd is not None}
+    with selectors.DefaultSelector() as sel:
+        for fd in chunks:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            for key, _ in sel.select():
+                data = os.read(key.fd, 65536)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    sel.unregister(key.fd)
+    return [b"".join(chunks[fd]) if fd is not None else b"" for fd in fds]
+
+
+# -- the contract's JSON ------------------------------------------------------------------------
+class ClientOutputError(CaseError):
+    """A client printed something other than the contract's JSON object."""
+
+
+class _Pairs(list):
+    """A JSON object's (key, value) pairs, in their order (the contract fixes it)."""
+
+
+def parse_client_json(stdout: str, client: str, mode: str, iterations: int) -> dict:
+    """The client's JSON object, checked against the contract and against what was asked."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ClientOutputError(f"{client}: expected one JSON line on stdout, got {len(lines)}: {stdout[:200]!r}")
+    try:
+        pairs = json.loads(lines[0], object_pairs_hook=_Pairs)
+    except json.JSONDecodeError as e:
+        raise ClientOutputError(f"{client}: stdout is not JSON ({e.msg}): {lines[0][:200]!r}") from None
+    if not isinstance(pairs, _Pairs):
+        raise ClientOutputError(f"{client}: expected a JSON object, got {lines[0][:200]!r}")
+    keys = tuple(k for k, _ in pairs)
+    if keys != KEYS:
+        raise ClientOutputError(f"{client}: JSON keys {', '.join(keys)}; the contract's are {', '.join(KEYS)} "
+                                "in that order")
+    out = dict(pairs)
+
+    def fail(what: str) -> ClientOutputError:
+        return ClientOutputError(f"{client}: {what} in {lines[0][:300]}")
+
+    if out["client"] != client:
+        raise fail(f"client is {out['client']!r}, expected {client!r}")
+    if not isinstance(out["version"], str) or not any(ch.isdigit() for ch in out["version"]):
+        raise fail("version names no driver version")
+    if out["mode"] != mode:
+        raise fail(f"mode is {out['mode']!r}, expected {mode!r}")
+    for k in ("iterations", "rows", "bytes"):
+        if not _is_int(out[k]) or out[k] < 0:
+            raise fail(f"{k} is not a whole number >= 0")
+    if out["iterations"] != iterations:
+        raise fail(f"iterations is {out['iterations']}, expected {iterations}")
+    if not isinstance(out["checksum"], str) or not re.fullmatch(r"[0-9a-f]{16}", out["checksum"]):
+        raise fail("checksum is not 16 lower-case hex digits")
+    for k in TIMES:
+        if not _is_number(out[k]) or out[k] < 0:
+            raise fail(f"{k} is not a number of seconds >= 0")
+    if out["connect_s"] + out["exec_s"] + out["fetch_s"] > out["total_s"] + ROUNDING_SLACK_S:
+        raise fail("connect_s + exec_s + fetch_s exceed total_s")
+    return out
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+# -- running one client -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ClientRun:
+    output: dict               # the validated JSON
+    wall_s: float
+    user_s: float
+    sys_s: float
+    peak_rss_kib: int
+
+
+def run_native_client(client: str, conninfo: str, sql: str, *, mode: str = "normal", keep: bool = True,
+                      iterations: int = 1, print_rows: bool = False, dest: str = "/dev/null",
+                      timeout: float = 600, jvm_options: Sequence[str] = (), env: dict | None = None) -> ClientRun:
+    """One run of a native client, measured; CaseError for any failure, with its message."""
+    args = [*CLIENTS[client].command(jvm_options), "-c", conninfo, "-s", sql, "-k", "1" if keep else "0",
+            "-n", str(iterations), "-p", "1" if print_rows else "0", "-o", dest, "-m", mode]
+    m = spawn_measured(args, timeout, env)
+    if m.timed_out:
+        raise CaseError(f"{client} ({mode}) did not finish within {timeout:g} s and was killed")
+    if m.returncode != 0:
+        lines = [line for line in m.stderr.splitlines() if line.strip()]
+        what = {2: "usage error", 3: "server or connection error"}.get(m.returncode, f"exit {m.returncode}")
+        if m.returncode < 0:
+            what = f"killed by {signal.Signals(-m.returncode).name}"
+        detail = next((line for line in lines if "Exception" in line or "Error" in line), lines[0] if lines else "")
+        raise CaseError(f"{client} ({mode}): {what}: {detail or 'no message'}".strip())
+    return ClientRun(parse_client_json(m.stdout, CLIENTS[client].name, mode, iterations), m.wall_s, m.user_s,
+                     m.sys_s, m.peak_rss_kib)
+
+
+# -- the contract's checksum ----------------------------------------------------------------
+_fnv_lib = None
+
+
+def _fnv_c():
+    """The C loop the psycopg client uses (.tools/clients/libpgpb_fnv1a.so), if built."""
+    global _fnv_lib
+    if _fnv_lib is None:
+        path = TOOLS / "libpgpb_fnv1a.so"
+        if not path.is_file():
+            _fnv_lib = False
+        else:
+            lib = ctypes.CDLL(str(path))
+            lib.pgpb_fnv1a.restype = ctypes.c_uint64
+            lib.pgpb_fnv1a.argtypes = [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]
+            _fnv_lib = lib
+    return _fnv_lib or None
+
+
+def fnv1a(data: bytes, h: int = FNV_OFFSET) -> int:
+    """64-bit FNV-1a of data, continuing from h (the contract's checksum)."""
+    lib = _fnv_c()
+    if lib is not None:
+        return lib.pgpb_fnv1a(h, data, len(data))
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return h
+

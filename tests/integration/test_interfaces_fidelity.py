@@ -1,0 +1,83 @@
+"""interfaces-fidelity at a small size (quick preset: t10m 200k rows, a 2000-query loop, 6 rounds):
+each client against psql COPY and pgbench, side by side on the same server, table and transport.
+
+The 5% target for libpq is the benchmark's to report (bench/interfaces_fidelity.py runs it at
+a larger size); this test checks that the benchmark measures what it says: every run ok, the
+COPY clients' data equal to psql's, ratios paired by round with intervals for every client, and
+figures in the range the work they do allows.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+
+import pytest
+
+from conftest import pgpathbench
+from test_fdw_overhead import report_json
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def fidelity(workspace_root):
+    res = pgpathbench("run", "interfaces-fidelity", "--preset", "quick", workspace=workspace_root, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res, report_json(workspace_root)
+
+
+def ratios(rep) -> dict[tuple[str, str, str], float]:
+    wall = defaultdict(dict)
+    for m in rep["measurements"]:
+        d = m["dims"]
+        wall[(d["workload"], d["transport"], d["tool"])][m["round"]] = m["metrics"]["duration_s"]
+    out = {}
+    for (workload, transport, tool), values in wall.items():
+        ref = wall[(workload, transport, "reference")]
+        if tool != "reference":
+            out[(workload, transport, tool)] = statistics.median(values[r] / ref[r] for r in values)
+    return out
+
+
+def test_every_run_is_measured_and_the_copy_data_agree(fidelity):
+    _, rep = fidelity
+    ms = rep["measurements"]
+    assert len(ms) == 22 * 6 and all(m["ok"] for m in ms), [m["error"] for m in ms if not m["ok"]][:3]
+    ref = rep["run"]["environment"]["sessions"][-1]["interfaces_fidelity_pg15"]["reference"]
+    assert ref["rows"] == 200_000
+    for m in ms:
+        d, mt = m["dims"], m["metrics"]
+        if d["tool"] != "reference" and d["workload"] == "copy":
+            assert (mt["rows"], mt["bytes"]) == (ref["rows"], ref["bytes"])
+        if d["workload"] == "loop":
+            assert mt["rows"] == 2000 and mt["work_s"] > 0
+        assert mt["cpu_s"] > 0 and mt["peak_rss_mib"] > 1
+
+
+def test_ratios_are_printed_with_intervals_for_every_client(fidelity):
+    res, rep = fidelity
+    out = res.stdout
+    assert "Fidelity: each client against the reference tool" in out
+    lines = [line for line in out.splitlines() if "psql COPY > /dev/null" in line or "pgbench -f" in line]
+    expected = {"libpq": ("met", "missed", "undecided"), "libpq-nochecksum": ("diagnostic",)}
+    for workload, transport, client in [(w, t, c) for w in ("copy", "loop") for t in ("unix", "tcp")
+                                        for c in ("libpq", "libpq-nochecksum", "odbc", "jdbc", "psycopg")
+                                        if (c, t) != ("jdbc", "unix")]:
+        row = next(line for line in lines if line.split()[1:4] == [workload, transport, client])
+        assert "[" in row and "]" in row, row                           # the 95% interval
+        verdict = re.split(r"\s{2,}", row.strip())[-1]
+        assert verdict.startswith(expected.get(client, ("finding",))), row
+    r = ratios(rep)
+    print("\nfidelity (quick) ratios client/reference: " + ", ".join(f"{k[0]}:{k[1]}:{k[2]} {v:.3f}"
+                                                                      for k, v in sorted(r.items())))
+    # libpq does what pgbench does (one query at a time on one connection): the same order of time
+    assert 0.7 < r[("loop", "unix", "libpq")] < 1.5 and 0.7 < r[("loop", "tcp", "libpq")] < 1.5, r
+    # libpq's COPY does what psql's does, plus the contract's checksum of every byte
+    assert 0.8 < r[("copy", "unix", "libpq")] < 2.0 and 0.8 < r[("copy", "tcp", "libpq")] < 2.0, r
+    # without the checksum, libpq's COPY costs no more than libpq's with it
+    for transport in ("unix", "tcp"):
+        assert r[("copy", transport, "libpq-nochecksum")] < r[("copy", transport, "libpq")] * 1.05, r
+    # a JVM starts for every JDBC run: far slower than pgbench's C loop at this size (a finding)
+    assert r[("loop", "tcp", "jdbc")] > 2, r

@@ -1,0 +1,351 @@
+"""interfaces (seed 003): the matrix and its exclusions, the clients' JSON, the measured spawn,
+the seed's labels and normalisation, and the published figures."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from pgpathbench import clients
+from pgpathbench.clients import ClientOutputError, parse_client_json, spawn_measured
+from pgpathbench.errors import CaseError
+from pgpathbench.references import (INTERFACES_CANDIDATE_RANKING, INTERFACES_LOCCOMM_DURATION,
+                                    INTERFACES_LOCATION_RANKING, INTERFACES_STRATEGY_AVG_DURATION,
+                                    INTERFACES_TESTCASE_DURATION)
+from pgpathbench.stats import Summary
+from pgpathbench.studies import STUDIES
+from pgpathbench.studies.base import StudyOptions
+from pgpathbench.studies.interfaces import (Reference, candidate_ranking, conndesc, location_ranking,
+                                            normalised, numiter_text, records, row_bytes, seed_groups,
+                                            seed_literal, seed_testcase, seed_testcase_key, table_sql)
+from pgpathbench.studies.interfaces_fidelity import target_verdict
+
+STUDY = STUDIES["interfaces"]
+
+
+def options(**dims) -> StudyOptions:
+    return StudyOptions(STUDY.name, "standard", 3, {}, {**STUDY.default_dims, **dims})
+
+
+# -- the matrix ----------------------------------------------------------------------------------
+def test_default_matrix_is_the_seeds_with_psycopg():
+    cases = STUDY.cases(options())
+    # per interface: its methods x its transports (libpq 3x3, ODBC 2x3, JDBC 3x2, psycopg 3x3),
+    # x 6 query/strategy rows x 3 print/destination rows
+    assert len(cases) == (9 + 6 + 6 + 9) * 6 * 3
+    ids = {c.case_id for c in cases}
+    assert "libpq:copy:unix:sql10m:once:p-all:null:0ms:15" in ids        # DESIGN.md's example, + latency, pg
+    assert "odbc:normal:unix:sql001:each:p-all:file:0ms:15" in ids
+
+
+def test_seed_exclusions():
+    cases = STUDY.cases(options())
+    methods = {(c["interface"], c["method"]) for c in cases}
+    assert methods == {("libpq", "normal"), ("libpq", "single-row"), ("libpq", "copy"), ("odbc", "normal"),
+                       ("odbc", "cursor"), ("jdbc", "normal"), ("jdbc", "cursor"), ("jdbc", "copy"),
+                       ("psycopg", "normal"), ("psycopg", "cursor"), ("psycopg", "copy")}
+    assert not [c for c in cases if c["interface"] == "jdbc" and c["transport"] == "unix"]
+    assert {c["transport"] for c in cases if c["interface"] == "jdbc"} == {"tcp", "remote"}
+
+
+def test_seed_matrix_without_psycopg_has_the_seeds_288_testcases():
+    cases = STUDY.cases(options(interface=("libpq", "odbc", "jdbc"), method=("normal", "single-row", "copy")))
+    assert len(cases) == 288          # "Currently executes 288 test cases per run"
+
+
+@pytest.mark.parametrize("latencies, remote_per_candidate, direct", [
+    (("0ms", "5ms"), 2, True),
+    (("5ms",), 1, False),
+])
+def test_links_only_multiply_the_remote_transport(latencies, remote_per_candidate, direct):
+    cases = STUDY.cases(options(interface=("libpq",), method=("copy",), sqlstrat=("sql10m:once",),
+                                output=("p-all:null",), latency=latencies))
+    ids = [c.case_id for c in cases]
+    assert "libpq:copy:unix:sql10m:once:p-all:null:0ms:15" in ids
+    assert "libpq:copy:tcp:sql10m:once:p-all:null:0ms:15" in ids
+    assert not [i for i in ids if ":unix:" in i and i.endswith(":5ms:15")]
+    assert sum(":remote:" in i for i in ids) == remote_per_candidate
+    assert ("libpq:copy:remote:sql10m:once:p-all:null:0ms:15" in ids) == direct
+    assert "libpq:copy:remote:sql10m:once:p-all:null:5ms:15" in ids
+
+
+def test_case_ids_survive_a_json_round_trip_of_options():
+    opts = options()
+    again = StudyOptions.from_json(json.loads(json.dumps(opts.to_json() | {
+        "dims": dict(reversed(list(opts.to_json()["dims"].items())))})))
+    assert [c.case_id for c in STUDY.cases(opts)] == [c.case_id for c in STUDY.cases(again)]
+
+
+def test_presets():
+    quick = STUDY.presets["quick"]
+    opts = StudyOptions(STUDY.name, "quick", quick.repeat, quick.params,
+                        {**STUDY.default_dims, **{k: tuple(v) for k, v in quick.dims.items()}})
+    assert len(STUDY.cases(opts)) == 30 * 4
+    paper = STUDY.presets["paper"]
+    assert paper.params == {"iterations": 50_000, "t50k_rows": 50_000, "t10m_rows": 10_000_000}
+    assert paper.repeat == 9 and not paper.dims          # the seed's group size, every driver row
+    assert quick.params["t50k_rows"] >= 4242              # sql001 reads id 4242
+
+
+@pytest.mark.parametrize("name, raw, message", [
+    ("t50k_rows", "100", "is not a row count >= 4242"),
+    ("iterations", "0", "is not a row count >= 1"),
+    ("iterations", "x", "is not a row count"),
+    ("fetch", "0", "is not a whole number >= 1"),
+    ("jvm_options", "-jar other.jar", "give JVM options only"),
+])
+def test_parameters_reject(name, raw, message):
+    with pytest.raises(ValueError, match=message):
+        STUDY.parameters[name].parse(raw)
+
+
+def test_parameters_parse():
+    assert STUDY.parameters["t10m_rows"].parse("10m") == 10_000_000
+    assert STUDY.parameters["iterations"].parse("50k") == 50_000
+    assert STUDY.parameters["jvm_options"].parse(" -Xmx1g   -XX:+UseSerialGC ") == "-Xmx1g -XX:+UseSerialGC"
+
+
+# -- the seed's tables and labels ----------------------------------------------------------------
+def test_seed_tables_have_the_seeds_widths():
+    assert seed_literal(1, 99) == "1" + "a" * 98 and seed_literal(5, 57) == "5" + "b" * 56
+    assert seed_literal(9, 15) == "9cccccccccccccc"
+    sql = table_sql("t10m", 10)
+    assert "'1aaaaaaaaaaaaa', '2" + "b" * 56 + "', '3cccccccccccccc'" in sql[2]
+    assert "generate_series(1, 10)" in sql[2] and "PRIMARY KEY" not in sql[1]
+    assert "id int PRIMARY KEY" in table_sql("t50k", 5000)[1]
+
+
+@pytest.mark.parametrize("table, rows", [("t50k", 5000), ("t10m", 150_000), ("t10m", 1), ("t50k", 10)])
+def test_row_bytes_is_the_copy_text_size(table, rows):
+    widths = (99,) * 9 if table == "t50k" else (14, 57, 15, 15, 57, 15, 15, 57, 15)
+    row_tail = sum(widths) + 10     # nine texts, ten separators ('\t' x 9 and '\n')
+    assert row_bytes(table, rows) == sum(len(str(i)) + row_tail for i in range(1, rows + 1))
+
+
+def test_copy_sizes_of_the_contracts_example():
+    # clients/CONTRACT.md: 1M rows of the t10m shape are 275,888,896 bytes of COPY text
+    assert row_bytes("t10m", 1_000_000) == 275_888_896
+
+
+@pytest.mark.parametrize("n, text", [(1, "001"), (50, "050"), (999, "999"), (1000, "1k"), (50_000, "50k"),
+                                     (1500, "1500"), (10_000_000, "10m"), (1_000_000, "1m")])
+def test_numiter_text(n, text):
+    assert numiter_text(n) == text
+
+
+def test_conndesc():
+    assert [conndesc(t) for t in ("unix", "tcp", "remote")] == ["lcl:ipc", "lcl:tcp", "rmt:tcp"]
+    assert conndesc("remote", "5ms") == "rmt+5ms:tcp"
+
+
+def test_reference_repeats_the_checksum_over_iterations():
+    text = b"4242\taaa\n"
+    ref = Reference(1, len(text), f"{clients.fnv1a(text):016x}", text)
+    rows, size, checksum = ref.repeated(3)
+    assert (rows, size) == (3, 3 * len(text)) and checksum == f"{clients.fnv1a(text * 3):016x}"
+    assert ref.repeated(1) == (1, len(text), ref.checksum)
+    with pytest.raises(ValueError):
+        Reference(1, 10, "0" * 16, None).repeated(2)
+
+
+def test_fnv1a_of_the_contract():
+    assert clients.fnv1a(b"") == 0xCBF29CE484222325
+    assert clients.fnv1a(b"a") == 0xAF63DC4C8601EC8C           # the published FNV-1a 64 test vector
+    assert clients.fnv1a(b"foobar") == 0x85944171F73967E8
+
+
+# -- the seed's analysis -------------------------------------------------------------------------
+def measurement(interface, method, transport, sqlstrat, round_no, duration, iterations=1, output="p-all:file",
+                latency="0ms", pg="15"):
+    dims = {"interface": interface, "method": method, "transport": transport, "sqlstrat": sqlstrat,
+            "output": output, "latency": latency, "pg": pg}
+    return {"study": "interfaces", "ok": True, "round": round_no, "dims": dims,
+            "case_id": ":".join(dims.values()), "metrics": {"duration_s": duration, "iterations": iterations}}
+
+
+def test_records_are_the_seeds_vtestresults():
+    (r,) = records("interfaces", [measurement("odbc", "normal", "unix", "sql001:each", 3, 2.5, 50_000,
+                                              "p-all:null")])
+    assert seed_testcase(r) == "ODBC:lcl:ipc:sql001:0:50k:acc-n:p-all:null"    # the seed's first testcase
+    assert (r.iface, r.loc, r.comm, r.sql, r.connstrat, r.numiter, r.extra, r.prnt, r.dest, r.iter) == \
+        ("ODBC", "lcl", "ipc", "sql001", "0", "50k", "acc-n", "p-all", "null", 3)
+    assert seed_testcase_key(r.key) == "sql001:50k:lcl:ipc:0:p-all:null"
+
+
+def test_normalised_duration_and_ranking_by_hand():
+    # one testcase (sql50k once over lcl:tcp), three candidates, two rounds each
+    ms = [measurement("libpq", "copy", "tcp", "sql50k:once", 1, 1.0), measurement("libpq", "copy", "tcp", "sql50k:once", 2, 1.2),
+          measurement("odbc", "normal", "tcp", "sql50k:once", 1, 2.0), measurement("odbc", "normal", "tcp", "sql50k:once", 2, 2.0),
+          measurement("jdbc", "normal", "tcp", "sql50k:once", 1, 4.0), measurement("jdbc", "normal", "tcp", "sql50k:once", 2, 5.0)]
+    groups = seed_groups(records("interfaces", ms))
+    by = {g.candidate: (g, nd, nr) for g, nd, nr in normalised(groups, "ifmeth_testcase")}
+    # averages 1.1, 2.0, 4.5 -> (x - 1.1) / 3.4; ranges 0.2, 0, 1 -> x / 1
+    assert by["libpq:acc-y"][1:] == (0.0, 0.2)
+    assert by["ODBC:acc-n"][1] == round(0.9 / 3.4, 5) and by["ODBC:acc-n"][2] == 0.0
+    assert by["JDBC:acc-n"][1:] == (1.0, 1.0)
+    assert by["JDBC:acc-n"][0].grpsz == 2 and by["JDBC:acc-n"][0].drange == 1.0
+    ranking = candidate_ranking(groups)["15"]
+    assert [r[0] for r in ranking] == ["libpq:acc-y", "ODBC:acc-n", "JDBC:acc-n"]
+    assert ranking[1] == ("ODBC:acc-n", 2.0, round(0.9 / 3.4, 3), 0.0, 1)
+
+
+def test_a_testcase_with_one_candidate_normalises_to_zero_not_a_division_by_zero():
+    ms = [measurement("libpq", "copy", "unix", "sql10m:once", r, 1.0 + r) for r in (1, 2)]
+    (row,) = candidate_ranking(seed_groups(records("interfaces", ms)))["15"]
+    assert row[2:4] == (0.0, 0.0)
+
+
+def test_location_ranking_partitions_by_interface_and_method():
+    ms = []
+    for rnd in (1, 2):
+        for transport, d in (("unix", 1.0), ("tcp", 2.0), ("remote", 3.0)):
+            ms.append(measurement("libpq", "normal", transport, "sql50k:once", rnd, d))
+            ms.append(measurement("odbc", "normal", transport, "sql50k:once", rnd, d * 10))
+    ranking = location_ranking(seed_groups(records("interfaces", ms)))["15"]
+    assert [(r[0], r[2], r[4]) for r in ranking] == [("lcl:ipc", 0.0, 2), ("lcl:tcp", 0.5, 2), ("rmt:tcp", 1.0, 2)]
+
+
+def test_failed_and_other_studies_measurements_are_left_out():
+    ms = [measurement("libpq", "copy", "unix", "sql10m:once", 1, 1.0), {**measurement("libpq", "copy", "unix",
+          "sql10m:once", 2, 9.0), "ok": False}, {**measurement("libpq", "copy", "unix", "sql10m:once", 3, 9.0),
+                                                  "study": "fdw-overhead"}]
+    assert [r.iter for r in records("interfaces", ms)] == [1]
+
+
+# -- the published figures -----------------------------------------------------------------------
+def test_published_rankings_are_the_slides():
+    assert list(INTERFACES_CANDIDATE_RANKING) == ["libpq:acc-a", "libpq:acc-n", "libpq:acc-y", "JDBC:acc-y",
+                                                  "ODBC:acc-n", "JDBC:acc-n"]
+    assert [v[1] for v in INTERFACES_CANDIDATE_RANKING.values()] == sorted(
+        v[1] for v in INTERFACES_CANDIDATE_RANKING.values())
+    assert INTERFACES_LOCATION_RANKING["rmt:tcp"] == (9.0, 1.0, 0.538)
+    assert len(INTERFACES_STRATEGY_AVG_DURATION) == 12
+    # The slides agree with each other: libpq normal, sql50k once over rmt:tcp, on two slides
+    assert INTERFACES_TESTCASE_DURATION[("sql50k:001:rmt:tcp:1:p-all:file", "libpq:acc-n")] == \
+        INTERFACES_LOCCOMM_DURATION[("libpq:acc-n:sql50k:001:1:p-all:file", "rmt:tcp")] == 0.60207
+    # and the strategy summary is the mean of a testcase's candidates
+    tc = "sql001:50k:lcl:tcp:1:p-all:file"
+    mean = statistics.fmean(v for (t, _), v in INTERFACES_TESTCASE_DURATION.items() if t == tc)
+    assert round(mean, 3) == INTERFACES_STRATEGY_AVG_DURATION[tc]
+
+
+# -- the clients' JSON ---------------------------------------------------------------------------
+GOOD = {"client": "libpq", "version": "libpq 15.18", "mode": "copy", "iterations": 2, "rows": 4, "bytes": 100,
+        "checksum": "0123456789abcdef", "connect_s": 0.001, "exec_s": 0.002, "fetch_s": 0.003, "total_s": 0.006}
+
+
+def line(**changes) -> str:
+    return json.dumps({**GOOD, **changes}) + "\n"
+
+
+def test_valid_json_is_returned():
+    assert parse_client_json(line(), "libpq", "copy", 2) == GOOD
+
+
+@pytest.mark.parametrize("stdout, message", [
+    ("", "expected one JSON line on stdout, got 0"),
+    (line() + line(), "got 2"),
+    ("not json\n", "stdout is not JSON"),
+    ("[1, 2]\n", "expected a JSON object"),
+    (json.dumps({k: v for k, v in GOOD.items() if k != "bytes"}), "JSON keys"),
+    (json.dumps(dict(reversed(list(GOOD.items())))), "in that order"),
+    (json.dumps({**GOOD, "extra": 1}), "JSON keys"),
+    (line(client="odbc"), "client is 'odbc', expected 'libpq'"),
+    (line(version="libpq"), "version names no driver version"),
+    (line(mode="normal"), "mode is 'normal', expected 'copy'"),
+    (line(iterations=3), "iterations is 3, expected 2"),
+    (line(rows=-1), "rows is not a whole number"),
+    (line(rows=True), "rows is not a whole number"),
+    (line(bytes=1.5), "bytes is not a whole number"),
+    (line(checksum="0123456789ABCDEF"), "checksum is not 16 lower-case hex digits"),
+    (line(checksum="0123"), "checksum is not 16"),
+    (line(fetch_s=-0.1), "fetch_s is not a number of seconds"),
+    (line(exec_s="0.1"), "exec_s is not a number of seconds"),
+    (line(total_s=0.005), "exceed total_s"),
+])
+def test_invalid_json_fails_the_measurement(stdout, message):
+    with pytest.raises(ClientOutputError, match=message) as e:
+        parse_client_json(stdout, "libpq", "copy", 2)
+    assert isinstance(e.value, CaseError)
+
+
+def test_rounding_slack_of_six_decimals():
+    assert parse_client_json(line(total_s=0.005997), "libpq", "copy", 2)["total_s"] == 0.005997
+
+
+# -- the measured spawn ----------------------------------------------------------------------------
+needs_measure = pytest.mark.skipif(not clients.MEASURE.is_file(), reason="scripts/build-clients not run")
+
+
+@needs_measure
+def test_peak_rss_is_the_childs_own_not_the_parents():
+    ballast = bytearray(200 << 20)     # this process is large: a forked child must not inherit that
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    small = spawn_measured(["true"], 10)
+    big = spawn_measured([sys.executable, "-c", "b = bytearray(300 << 20); b[::4096] = b'x' * len(b[::4096])"],
+                         30)
+    del ballast
+    assert small.returncode == 0 and small.peak_rss_kib < 10 * 1024, small
+    assert big.returncode == 0 and big.peak_rss_kib > 300 * 1024, big
+
+
+@needs_measure
+def test_cpu_time_and_wall_time_and_output():
+    m = spawn_measured([sys.executable, "-c", "import time, sys\nt = time.process_time()\n"
+                        "while time.process_time() - t < 0.3: pass\nprint('out'); print('err', file=sys.stderr)"], 30)
+    assert m.returncode == 0 and m.stdout == "out\n" and m.stderr == "err\n"
+    assert 0.25 < m.user_s + m.sys_s < m.wall_s + 0.05 and m.wall_s < 10
+
+
+@needs_measure
+def test_exit_codes_signals_and_timeouts():
+    assert spawn_measured(["sh", "-c", "exit 3"], 10).returncode == 3
+    assert spawn_measured(["sh", "-c", "kill -9 $$"], 10).returncode == -9
+    missing = spawn_measured(["/nonexistent/program"], 10)
+    assert missing.returncode == 127 and "cannot run" in missing.stderr
+    slow = spawn_measured(["sleep", "30"], 0.5)
+    assert slow.timed_out and slow.wall_s < 5
+
+
+@needs_measure
+def test_run_native_client_maps_failures_to_case_errors(tmp_path, monkeypatch):
+    fake = tmp_path / "pgpb_libpq"
+    fake.write_text("#!/bin/sh\n"
+                    "case \"$2\" in\n"
+                    "  usage) echo 'pgpb_libpq: -k: bad' >&2; exit 2 ;;\n"
+                    "  server) echo 'pgpb_libpq: query failed: ERROR: boom' >&2; exit 3 ;;\n"
+                    "  garbage) echo 'hello'; exit 0 ;;\n"
+                    f"  *) echo '{json.dumps({**GOOD, 'mode': 'normal', 'iterations': 1})}' ;;\n"
+                    "esac\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(clients, "TOOLS", tmp_path)
+    ok = clients.run_native_client("libpq", "ok", "select 1")
+    assert ok.output["rows"] == 4 and ok.peak_rss_kib > 0 and ok.wall_s > 0
+    for conninfo, message in (("usage", "usage error: pgpb_libpq: -k: bad"),
+                              ("server", "server or connection error: pgpb_libpq: query failed: ERROR: boom"),
+                              ("garbage", "stdout is not JSON")):
+        with pytest.raises(CaseError, match=message):
+            clients.run_native_client("libpq", conninfo, "select 1")
+
+
+# -- the fidelity study ------------------------------------------------------------------------------
+def test_fidelity_matrix_and_target():
+    study = STUDIES["interfaces-fidelity"]
+    cases = study.cases(StudyOptions(study.name, "quick", 6, {}, study.default_dims))
+    ids = {c.case_id for c in cases}
+    assert len(cases) == 2 * (6 * 2 - 1)             # JDBC has no unix socket
+    assert "copy:reference:unix:15" in ids and "loop:jdbc:tcp:15" in ids and "loop:jdbc:unix:15" not in ids
+    assert "copy:libpq-nochecksum:unix:15" in ids
+
+    def summary(median, low, high, n=10, coverage=0.98):
+        return Summary(n, median, low, high, coverage, median, low, high, 0.0, 0)
+
+    assert target_verdict(summary(1.01, 0.98, 1.04)) == "met"
+    assert target_verdict(summary(1.03, 0.99, 1.08)) == "undecided: median within, CI spans 1.05"
+    assert target_verdict(summary(1.10, 1.02, 1.2)) == "undecided: median above, CI spans 1.05"
+    assert target_verdict(summary(1.2, 1.1, 1.3)) == "missed"
+    assert "too few rounds (3)" in target_verdict(summary(1.0, 0.9, 1.1, n=3, coverage=0.75))
