@@ -36,13 +36,26 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
+_pending_signal: list[int] = []   # a signal whose Interrupted may have been swallowed
+
+
+def check_interrupted() -> None:
+    """Raise the interrupt again if its exception was lost (a signal that lands in code that
+    ignores exceptions, such as an at-fork hook, must still stop the run)."""
+    if _pending_signal:
+        raise Interrupted(_pending_signal[0])
+
+
 @contextlib.contextmanager
 def signals_interrupt():
     """SIGINT/SIGTERM raise Interrupted once; later ones are ignored while we clean up."""
     def handler(signum, frame):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _pending_signal.append(signum)
         raise Interrupted(signum)
+
+    _pending_signal.clear()
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -106,6 +119,7 @@ class Runner:
                     for major, bins in self.binaries(options).items():
                         envs[major] = StudyEnv(options, bins, servers.scoped(int(major), bins), self.progress.log)
                         study.prepare(envs[major])
+                        check_interrupted()
                     timings["prepare_s"] = round(time.monotonic() - t0, 3)
                     self.progress.log(f"servers and data ready in {timings['prepare_s']:.1f} s")
                     self.store.update_session(run_id, session, {
@@ -126,6 +140,7 @@ class Runner:
                         self.progress.measured(case.case_id, round_no, headline(metrics, error))
                         measure_s += t1 - t0
                         bookkeeping_s += time.perf_counter() - t1
+                        check_interrupted()
                         if i + 1 == len(todo) or todo[i + 1][0] != round_no:
                             self._probe(servers, run_id, round_no, "after", session)
                     self.progress.close()
@@ -139,6 +154,10 @@ class Runner:
             self._finish(run_id, "failed", measure_s, bookkeeping_s,
                          {**timings, "error": "".join(traceback.format_exception_only(type(e), e)).strip()})
             raise
+        if _pending_signal:  # the last measurement's interrupt was swallowed: still interrupted
+            self._finish(run_id, "interrupted", measure_s, bookkeeping_s,
+                         {**timings, "interrupted_by": signal.Signals(_pending_signal[0]).name})
+            raise Interrupted(_pending_signal[0])
         self._finish(run_id, "finished", measure_s, bookkeeping_s, timings)
 
     def _probe(self, servers: Servers, run_id: str, round_no: int, phase: str, session: int) -> None:
