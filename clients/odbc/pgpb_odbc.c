@@ -10,51 +10,23 @@
  * exactly what it means to pgpb_libpq. psqlodbcw.so links libpq already: no extra library.
  * Build: gcc -O2 -I$(pg_config --includedir) pgpb_odbc.c -lodbc -L$(pg_config --libdir) -lpq
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
 #include <libpq-fe.h>
 #include <sql.h>
 #include <sqlext.h>
 
 #define CLIENT "pgpb_odbc"
-#define OUTBUF_SIZE (1 << 20) /* output is hashed and written in 1 MiB blocks, never per row */
 #define CELL_SIZE (64 << 10)  /* SQLGetData buffer; longer values arrive in pieces */
 #ifndef PGPB_ODBC_DRIVER
 #define PGPB_ODBC_DRIVER "/usr/lib/x86_64-linux-gnu/odbc/psqlodbcw.so"
 #endif
 #define USAGE "usage: " CLIENT " -c CONNINFO -s SQL [-k 0|1] [-n ITERATIONS] [-p 0|1] [-o DEST]\n" \
               "       [-m normal|cursor:N]   (see clients/CONTRACT.md)\n"
+#include "../common/pgpb_common.h"
 
-/* ---- options -------------------------------------------------------------------------- */
-static const char *conninfo, *sql, *dest = "/dev/null", *mode = "normal";
-static long keep = 1, iterations = 1, print = 0, fetch_rows = 0;
+static long fetch_rows = 0;
 static char *query;   /* SQL without a trailing ';' */
 static char *connstr; /* the ODBC connection string built from CONNINFO */
-
-/* ---- measurements --------------------------------------------------------------------- */
-static long long rows, nbytes;
-static uint64_t checksum = 0xcbf29ce484222325ULL; /* FNV-1a 64 offset basis */
-static double connect_s, exec_s, fetch_s;
 static char version[256];
-
-static void usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs(CLIENT ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\n" USAGE, stderr);
-    exit(2);
-}
 
 /* The driver's diagnostics, then exit 3. */
 static void server_error(const char *what, SQLSMALLINT type, SQLHANDLE h)
@@ -67,102 +39,6 @@ static void server_error(const char *what, SQLSMALLINT type, SQLHANDLE h)
         fprintf(stderr, " [%s] %s", state, msg);
     fputc('\n', stderr);
     exit(3);
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static long parse_long(const char *opt, const char *s, long min, long max)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max)
-        usage_error("-%s: '%s' is not an integer in %ld..%ld", opt, s, min, max);
-    return v;
-}
-
-/* ---- output: COPY-text rendering into one buffer, hashed (and written) per block ------- */
-static unsigned char *outbuf;
-static size_t out_len, out_cap = OUTBUF_SIZE;
-static int out_fd = -1;
-
-/* Escapes of COPY TO's text format (CopyAttributeOutText): 0 = copy the byte as it is. */
-static const unsigned char esc[256] = {
-    ['\\'] = '\\', ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't', ['\v'] = 'v',
-};
-
-static void hash(const unsigned char *p, size_t n)
-{
-    uint64_t h = checksum;
-    for (const unsigned char *e = p + n; p < e; p++)
-        h = (h ^ *p) * 0x100000001b3ULL;
-    checksum = h;
-    nbytes += n;
-}
-
-static void write_all(const unsigned char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(out_fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            fprintf(stderr, CLIENT ": -o: cannot write %s: %s\n", dest, strerror(errno));
-            exit(1);
-        }
-        p += w;
-        n -= w;
-    }
-}
-
-static void out_flush(void)
-{
-    hash(outbuf, out_len);
-    if (print)
-        write_all(outbuf, out_len);
-    out_len = 0;
-}
-
-/* Room for n more bytes; a value larger than the buffer grows it (rare, no per-row cost). */
-static inline void out_reserve(size_t n)
-{
-    if (out_len + n <= out_cap)
-        return;
-    out_flush();
-    if (n > out_cap) {
-        out_cap = n;
-        if (!(outbuf = realloc(outbuf, out_cap))) {
-            fputs(CLIENT ": out of memory\n", stderr);
-            exit(1);
-        }
-    }
-}
-
-/* A piece of a value, escaped (escaping is per byte, so pieces can be escaped one by one). */
-static inline void out_text(const char *v, size_t n)
-{
-    out_reserve(2 * n);
-    unsigned char *o = outbuf + out_len;
-    for (const unsigned char *p = (const unsigned char *) v, *e = p + n; p < e; p++) {
-        unsigned char c = esc[*p];
-        if (c) {
-            *o++ = '\\';
-            *o++ = c;
-        } else
-            *o++ = *p;
-    }
-    out_len = o - outbuf;
-}
-
-static inline void out_byte(char c)
-{
-    out_reserve(1);
-    outbuf[out_len++] = c;
 }
 
 /* ---- the driver ----------------------------------------------------------------------- */
@@ -302,8 +178,7 @@ static void run_query(SQLHDBC dbc)
                 if (!SQL_SUCCEEDED(rc))
                     server_error("SQLGetData failed", SQL_HANDLE_STMT, st);
                 if (ind == SQL_NULL_DATA) {
-                    out_byte('\\');
-                    out_byte('N');
+                    out_null();
                     break;
                 }
                 int truncated = ind == SQL_NO_TOTAL || ind >= (SQLLEN) sizeof cell;
@@ -312,8 +187,7 @@ static void run_query(SQLHDBC dbc)
                     break;
             }
         }
-        out_byte('\n');
-        rows++;
+        out_end_row();
     }
     if (rc != SQL_NO_DATA)
         server_error("SQLFetch failed", SQL_HANDLE_STMT, st);
@@ -333,38 +207,11 @@ static void parse_mode(void)
 
 int main(int argc, char **argv)
 {
-    int opt;
-    opterr = 0;
-    while ((opt = getopt(argc, argv, ":c:s:k:n:p:o:m:h")) != -1) {
-        switch (opt) {
-        case 'c': conninfo = optarg; break;
-        case 's': sql = optarg; break;
-        case 'k': keep = parse_long("k", optarg, 0, 1); break;
-        case 'n': iterations = parse_long("n", optarg, 1, 1000000000); break;
-        case 'p': print = parse_long("p", optarg, 0, 1); break;
-        case 'o': dest = optarg; break;
-        case 'm': mode = optarg; break;
-        case 'h': fputs(USAGE, stdout); return 0;
-        case ':': usage_error("-%c needs a value", optopt); break;
-        default: usage_error("unknown option -%c", optopt);
-        }
-    }
-    if (optind < argc)
-        usage_error("unexpected argument '%s'", argv[optind]);
-    if (!conninfo || !sql)
-        usage_error("-c CONNINFO and -s SQL are required");
+    parse_args(argc, argv);
     parse_mode();
     build_connstr();
-
-    /* Cursors reject a trailing ';': strip it (and white space), as every client does. */
-    size_t len = strlen(sql);
-    while (len > 0 && strchr(" \t\r\n;", sql[len - 1]))
-        len--;
-    query = strndup(sql, len);
-
-    if ((out_fd = open(dest, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0)
-        usage_error("-o: cannot open %s: %s", dest, strerror(errno));
-    outbuf = malloc(out_cap);
+    query = query_text(0);
+    out_open();
 
     no_system_odbcinst();
     SQLAllocHandle(SQL_HANDLE_ENV, SQL_NULL_HANDLE, &env);
@@ -381,17 +228,10 @@ int main(int argc, char **argv)
     }
     if (keep)
         db_disconnect(dbc);
-    double t = now();
-    out_flush();
-    fetch_s += now() - t;
-    close(out_fd);
+    out_close();
     double total_s = now() - t0;
     SQLFreeHandle(SQL_HANDLE_ENV, env);
 
-    printf("{\"client\":\"odbc\",\"version\":\"%s\",\"mode\":\"%s\",\"iterations\":%ld,"
-           "\"rows\":%lld,\"bytes\":%lld,\"checksum\":\"%016llx\",\"connect_s\":%.6f,\"exec_s\":%.6f,"
-           "\"fetch_s\":%.6f,\"total_s\":%.6f}\n",
-           version, mode, iterations, rows, nbytes, (unsigned long long) checksum,
-           connect_s, exec_s, fetch_s, total_s);
+    print_result("odbc", version, total_s);
     return 0;
 }
