@@ -17,15 +17,13 @@ the target in all four.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+from benchlib import run_then_report  # noqa: E402
 from pgpathbench.stats import ratio_summary  # noqa: E402
 from pgpathbench.studies.interfaces_fidelity import DIAGNOSTIC, TARGET, target_verdict  # noqa: E402
 
@@ -36,19 +34,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, help="rounds (default: the preset's)")
     ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
     args = ap.parse_args()
-    ws = ["--workspace", args.workspace] if args.workspace else []
-    cli = [sys.executable, "-m", "pgpathbench.cli"]
     extra = ["--repeat", str(args.repeat)] if args.repeat else []
-
-    t0 = time.monotonic()
-    run = subprocess.run([*cli, "run", "interfaces-fidelity", "--preset", args.preset, *extra, *ws],
-                         capture_output=True, text=True)
-    wall = time.monotonic() - t0
-    if run.returncode != 0:
-        print(run.stderr, file=sys.stderr)
+    done = run_then_report(["interfaces-fidelity", "--preset", args.preset, *extra], args.workspace)
+    if done is None:
         return 1
-    report = json.loads(subprocess.run([*cli, "report", "latest", "--format", "json", *ws],
-                                       capture_output=True, text=True, check=True).stdout)
+    wall, report = done
     series: dict[tuple, dict[int, float]] = defaultdict(dict)
     modes = {}
     for m in report["measurements"]:

@@ -12,27 +12,19 @@ target and exits 1 if one is missed.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
-import time
+
+from benchlib import run_then_report
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
     args = ap.parse_args()
-    ws = ["--workspace", args.workspace] if args.workspace else []
-    cli = [sys.executable, "-m", "pgpathbench.cli"]
-
-    t0 = time.monotonic()
-    run = subprocess.run([*cli, "run", "fdw-overhead", "--preset", "quick", *ws], capture_output=True, text=True)
-    wall = time.monotonic() - t0
-    if run.returncode != 0:
-        print(run.stderr, file=sys.stderr)
+    done = run_then_report(["fdw-overhead", "--preset", "quick"], args.workspace)
+    if done is None:
         return 1
-    report = json.loads(subprocess.run([*cli, "report", "latest", "--format", "json", *ws],
-                                       capture_output=True, text=True, check=True).stdout)
+    wall, report = done
     s = report["run"]["summary"]["last_session"]
     checks = [
         ("quick demo, wall time", wall, 180.0, "s"),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import statistics
 import shutil
 import subprocess
 import sys
@@ -51,3 +53,29 @@ def our_processes(root: Path) -> list[str]:
         if str(root) in cmd and "pytest" not in cmd and "pgpathbench.cli" not in cmd:
             found.append(f"{proc.name}: {cmd}")
     return found
+
+
+def assert_user_error(res: subprocess.CompletedProcess, message: str, untouched: Path | None = None) -> None:
+    """A user mistake: exit 2, one line naming the option, no traceback, nothing on stdout, and
+    (when given) the workspace never created."""
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pgpathbench: error: ") and message in lines[0], res.stderr
+    assert res.stdout == "" and "Traceback" not in res.stderr
+    if untouched is not None:
+        assert not untouched.exists(), "a rejected command must not create the workspace"
+
+
+def report_json(ws: Path, run: str = "latest", *extra: str) -> dict:
+    """`pgpathbench report RUN --format json`, parsed."""
+    res = pgpathbench("report", run, "--format", "json", *extra, workspace=ws)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def medians_by_case(measurements: list[dict], metric: str) -> dict[str, float]:
+    """case_id -> the median of one metric over its rounds."""
+    by: dict[str, list[float]] = {}
+    for m in measurements:
+        by.setdefault(m["case_id"], []).append(m["metrics"][metric])
+    return {k: statistics.median(v) for k, v in by.items()}

@@ -7,7 +7,6 @@ exits 130 (SIGINT) or 143 (SIGTERM) after cleaning up; anything else is a bug wi
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
 import sys
 from pathlib import Path

@@ -149,7 +149,7 @@ def compare(run_a: Mapping, ms_a: Sequence[Mapping], run_b: Mapping, ms_b: Seque
             notes.append(f"Not compared: {only_a} case(s) only in A, {only_b} only in B.")
         if differences:
             notes.append("Environments differ (compared with --force): " + "; ".join(differences))
-        tables.append(Table(f"{name}: {metric}, B / A per case", ["Case", "n A", "n B", f"Median A", f"Median B",
+        tables.append(Table(f"{name}: {metric}, B / A per case", ["Case", "n A", "n B", "Median A", "Median B",
                                                                    "Ratio B/A", "95% CI", "Differs from 1",
                                                                    "B vs A"], rows, notes))
         if points:

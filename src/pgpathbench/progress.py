@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn

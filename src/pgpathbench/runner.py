@@ -11,7 +11,6 @@ the run interrupted and tear down every server; the run can be resumed.
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import signal
 import time

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import pgpathbench
+from conftest import assert_user_error, pgpathbench
 
 # Rejected before anything opens: the workspace is not even created.
 EARLY = [
@@ -18,12 +18,7 @@ EARLY = [
 @pytest.mark.parametrize("argv, message", EARLY, ids=[" ".join(a) for a, _ in EARLY])
 def test_rejected_before_anything_is_written(argv, message, workspace_root):
     ws = workspace_root.parent / (workspace_root.name + "-untouched")
-    res = pgpathbench(*argv, workspace=ws)
-    assert res.returncode == 2, res.stderr
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pgpathbench: error: ") and message in lines[0], res.stderr
-    assert res.stdout == "" and "Traceback" not in res.stderr
-    assert not ws.exists()
+    assert_user_error(pgpathbench(*argv, workspace=ws), message, untouched=ws)
 
 
 UNKNOWN = [
@@ -37,9 +32,5 @@ UNKNOWN = [
 @pytest.mark.parametrize("argv, message", UNKNOWN, ids=[" ".join(a) for a, _ in UNKNOWN])
 def test_unknown_run_is_one_line_exit_2(argv, message, workspace_root, tmp_path):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
-    res = pgpathbench(*argv, workspace=workspace_root)
-    assert res.returncode == 2, res.stderr
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pgpathbench: error: ") and message in lines[0], res.stderr
-    assert res.stdout == "" and "Traceback" not in res.stderr
+    assert_user_error(pgpathbench(*argv, workspace=workspace_root), message)
     assert list(tmp_path.iterdir()) == [], "no HTML file, not even a temporary one"

@@ -15,15 +15,9 @@ from collections import Counter
 
 import pytest
 
-from conftest import our_processes, pgpathbench, spawn_pgpathbench
+from conftest import our_processes, pgpathbench, report_json, spawn_pgpathbench
 
 pytestmark = pytest.mark.integration
-
-
-def report_json(ws, run="latest") -> dict:
-    res = pgpathbench("report", run, "--format", "json", workspace=ws)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
 
 
 @pytest.fixture(scope="module")

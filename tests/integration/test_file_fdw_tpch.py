@@ -8,13 +8,12 @@ are generated once per scale and reused.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from statistics import median
 
 import pytest
 
-from conftest import our_processes, pgpathbench
+from conftest import our_processes, pgpathbench, report_json
 
 pytestmark = pytest.mark.integration
 
@@ -23,12 +22,6 @@ LAYOUTS = ("single", "partitioned", "scaleout")
 STORAGES = ("regular", "foreign")
 # Rows each query returns at any scale (Q3 and Q10 are LIMITed, the others group on few keys).
 ROWS = {"q1": 4, "q3": 10, "q5": 5, "q6": 1, "q10": 20, "q12": 2, "q14": 1, "q19": 1}
-
-
-def report_json(ws, run="latest") -> dict:
-    res = pgpathbench("report", run, "--format", "json", workspace=ws)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
 
 
 @pytest.fixture(scope="module")

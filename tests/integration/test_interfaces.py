@@ -18,7 +18,7 @@ from collections import defaultdict
 import psycopg
 import pytest
 
-from conftest import REPO, pgpathbench
+from conftest import REPO, medians_by_case, pgpathbench
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
 from pgpathbench.servers.cluster import Cluster
@@ -56,13 +56,6 @@ def quick(results_db, workspace_root):
     assert rep.returncode == 0, rep.stderr
     print(f"\ninterfaces quick ({ROUNDS} rounds): {elapsed:.0f} s")
     return res, json.loads(rep.stdout), elapsed
-
-
-def by_case(ms, metric):
-    out = defaultdict(list)
-    for m in ms:
-        out[m["case_id"]].append(m["metrics"][metric])
-    return {k: statistics.median(v) for k, v in out.items()}
 
 
 def test_every_case_is_measured_with_consistent_figures(quick):
@@ -142,9 +135,9 @@ def test_report_ranks_candidates_as_the_seed_did(quick, results_db):
 
 def test_connect_per_query_is_far_slower_than_connect_once(quick):
     _, rep, _ = quick
-    duration = by_case(rep["measurements"], "duration_s")      # the seed's: the command's wall time
-    total = by_case(rep["measurements"], "total_s")            # the client's own, without process start
-    connect = by_case(rep["measurements"], "connect_s")
+    duration = medians_by_case(rep["measurements"], "duration_s")      # the seed's: the command's wall time
+    total = medians_by_case(rep["measurements"], "total_s")            # the client's own, without process start
+    connect = medians_by_case(rep["measurements"], "connect_s")
     ratios = {}
     for case, each in duration.items():
         if ":sql001:each:" in case:
@@ -167,7 +160,7 @@ def test_connect_per_query_is_far_slower_than_connect_once(quick):
 
 def test_jdbc_normal_holds_far_more_memory_than_its_cursor_on_the_largest_result(quick):
     res, rep, _ = quick
-    rss = by_case(rep["measurements"], "peak_rss_mib")
+    rss = medians_by_case(rep["measurements"], "peak_rss_mib")
     for transport in ("tcp", "remote"):
         normal = rss[f"jdbc:normal:{transport}:sql10m:once:p-all:file:0ms:15"]
         cursor = rss[f"jdbc:cursor:{transport}:sql10m:once:p-all:file:0ms:15"]

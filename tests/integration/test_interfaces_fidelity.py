@@ -15,8 +15,7 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import pgpathbench
-from test_fdw_overhead import report_json
+from conftest import pgpathbench, report_json
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from conftest import our_processes, pgpathbench, spawn_pgpathbench
-from test_fdw_overhead import report_json, wait_for_measurements
+from conftest import our_processes, pgpathbench, report_json, spawn_pgpathbench
+from test_fdw_overhead import wait_for_measurements
 
 pytestmark = pytest.mark.integration
 

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import re
-import statistics
-from collections import defaultdict
 
 import pytest
 
-from conftest import pgpathbench
-from test_fdw_overhead import report_json
+from conftest import medians_by_case, pgpathbench, report_json
 
 pytestmark = pytest.mark.integration
 
@@ -19,13 +16,6 @@ def sampling_run(workspace_root):
     res = pgpathbench("run", "remote-sampling", "--preset", "quick", "--pg", "17", workspace=workspace_root)
     assert res.returncode == 0, res.stderr[-3000:]
     return res, report_json(workspace_root)
-
-
-def medians(ms, metric):
-    by = defaultdict(list)
-    for m in ms:
-        by[m["case_id"]].append(m["metrics"][metric])
-    return {k: statistics.median(v) for k, v in by.items()}
 
 
 def test_runs_on_postgresql_17(sampling_run):
@@ -39,7 +29,7 @@ def test_remote_sampling_moves_fewer_rows_and_is_faster_than_full_transfer(sampl
     _, rep = sampling_run
     fdw = [m for m in rep["measurements"] if m["dims"]["test"] == "sampling" and m["dims"]["access"] == "fdw"
            and m["dims"]["rows"] == "100k" and m["dims"]["fraction"] == "0.01"]
-    moved, took = medians(fdw, "rows_transferred"), medians(fdw, "duration_ms")
+    moved, took = medians_by_case(fdw, "rows_transferred"), medians_by_case(fdw, "duration_ms")
     full = "sampling:100k:full:0.01:fdw:-:-:0ms:17"
     assert moved[full] == 100_000
     for method in ("system", "bernoulli", "random"):

@@ -3,7 +3,6 @@ comparison and its tolerance, plan shapes, slicing of files for COPY, the report
 
 from __future__ import annotations
 
-import re
 from datetime import date
 from decimal import Decimal
 

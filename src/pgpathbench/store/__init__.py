@@ -11,9 +11,8 @@ import fcntl
 import os
 import re
 import socket
-from datetime import datetime, timezone
+from datetime import datetime
 from importlib import resources
-from pathlib import Path
 from typing import Iterable
 
 import psycopg
@@ -111,7 +110,7 @@ class ResultsStore:
         self.conn.execute(
             "UPDATE pgpathbench.run SET environment = jsonb_set(environment, %s, "
             "  (environment #> %s) || %s) WHERE run_id = %s",
-            ([f"sessions", str(session - 1)], ["sessions", str(session - 1)], Jsonb(extra), run_id))
+            (["sessions", str(session - 1)], ["sessions", str(session - 1)], Jsonb(extra), run_id))
 
     def add_cases(self, run_id: str, cases: Iterable[Case]) -> None:
         with self.conn.cursor() as cur:

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from psycopg import sql
 
-from ..errors import CaseError, UserError
+from ..errors import CaseError
 from ..matrix import Case, Dimension, Parameter, Preset, cross, positive_int
 from ..procs import run_client
 from ..references import FDW_OVERHEAD_LATENCY_MS, FDW_OVERHEAD_TPS, published_tps_ratio

@@ -57,7 +57,7 @@ from ..matrix import Case, Dimension, Parameter, Preset, cross
 from ..references import (FILE_FDW_TPCH_PARSE_MB_S_PER_CORE, FILE_FDW_TPCH_SECONDS, FILE_FDW_TPCH_SOURCE,
                           file_fdw_tpch_slowdown)
 from ..report import Table
-from ..stats import paired_ratios, ratio_summary, summarise
+from ..stats import ratio_summary, summarise
 from . import tpch
 from .base import PG, StudyEnv, StudyOptions
 from .tpch_data import (MB, Task, TpchFiles, answer_digest, compare_rows, copy_tasks, duckdb_answers, parse_rate,

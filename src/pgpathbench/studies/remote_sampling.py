@@ -26,7 +26,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import CaseError, UserError
-from ..matrix import Case, Dimension, Parameter, Preset, cross
+from ..matrix import Case, Dimension, Preset, cross
 from ..references import SAMPLING_US_PER_ROW
 from ..report import Plot, Point, Table
 from ..stats import linear_fit, summarise

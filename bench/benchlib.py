@@ -1,0 +1,24 @@
+"""What the benchmarks share: run one study through the CLI as a user would, then read the run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+
+def run_then_report(run_args: list[str], workspace: str | None) -> tuple[float, dict] | None:
+    """`pgpathbench run ...` timed from outside, then its report as JSON; None (and the run's
+    stderr printed) if the run failed."""
+    ws = ["--workspace", workspace] if workspace else []
+    cli = [sys.executable, "-m", "pgpathbench.cli"]
+    t0 = time.monotonic()
+    run = subprocess.run([*cli, "run", *run_args, *ws], capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if run.returncode != 0:
+        print(run.stderr, file=sys.stderr)
+        return None
+    report = subprocess.run([*cli, "report", "latest", "--format", "json", *ws],
+                            capture_output=True, text=True, check=True).stdout
+    return wall, json.loads(report)
