@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .errors import CaseError, UserError
-from .procs import _die_with_parent
+from .procs import die_with_parent
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools" / "clients"
@@ -126,7 +126,7 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
     try:
         proc = subprocess.Popen([str(MEASURE), str(report_w), *args], stdin=subprocess.DEVNULL, stdout=stdout,
                                 stderr=subprocess.PIPE, env=env, pass_fds=(report_w,),
-                                preexec_fn=_die_with_parent(signal.SIGKILL), start_new_session=True)
+                                preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True)
     except BaseException:
         os.close(report_r)
         raise

@@ -24,7 +24,7 @@ _CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _die_with_parent(sig: int, netns: str | None = None, uid: int | None = None, gid: int | None = None):
+def die_with_parent(sig: int, netns: str | None = None, uid: int | None = None, gid: int | None = None):
     """The child's set-up between fork and exec: network namespace, identity, death signal.
 
     In this order because entering a namespace needs root, and a change of identity clears
@@ -83,8 +83,8 @@ class OsUser:
 
     def _preexec(self, sig: int, netns: str | None = None):
         if self.is_me:
-            return _die_with_parent(sig, netns)
-        return _die_with_parent(sig, netns, self.uid, self.gid)
+            return die_with_parent(sig, netns)
+        return die_with_parent(sig, netns, self.uid, self.gid)
 
     def env(self) -> dict:
         env = dict(os.environ)
@@ -113,7 +113,7 @@ def run_client(args: Sequence[str], timeout: float, env: dict | None = None) -> 
     """Run a client (pgbench, a native client) as ourselves; kill it if we are interrupted."""
     proc = subprocess.Popen(
         list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        preexec_fn=_die_with_parent(signal.SIGKILL), start_new_session=True,
+        preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True,
     )
     try:
         out, err = proc.communicate(timeout=timeout)

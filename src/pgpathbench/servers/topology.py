@@ -155,3 +155,12 @@ class ServerScope:
 
     def link_name(self, name: str) -> str:
         return self.prefix + name
+
+    @property
+    def workspace(self) -> Workspace:
+        return self.servers.workspace
+
+    @property
+    def root(self) -> Path:
+        """This run's server directory: for files the servers must read (scripts, data)."""
+        return self.servers.root

@@ -34,6 +34,11 @@ def latencies_with_direct(requested) -> tuple[str, ...]:
     return tuple(dict.fromkeys((DIRECT, *requested)))
 
 
+def links_requested(options: "StudyOptions") -> bool:
+    """Whether the remote role sits behind an emulated link (then on its own network stack)."""
+    return options.dims["latency"] != (DIRECT,) or bool(options.params.get("bandwidth"))
+
+
 def measured_rtt(probes: list[dict]) -> dict[str, float]:
     """Per link name: the median of its probes' median round trips (what reports quote)."""
     by: dict[str, list[float]] = {}

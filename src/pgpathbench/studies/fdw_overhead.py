@@ -37,7 +37,7 @@ from ..references import FDW_OVERHEAD_LATENCY_MS, FDW_OVERHEAD_TPS, published_tp
 from ..report import Table
 from ..stats import linear_fit, ratio_summary, summarise
 from .base import (BANDWIDTH, DIRECT, LATENCY, PG, StudyEnv, StudyOptions, latencies_with_direct, link_text,
-                   measured_rtt, pg_link_name)
+                   links_requested, measured_rtt, pg_link_name)
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
 REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
@@ -125,8 +125,7 @@ class FdwOverhead:
         p = env.options.params
         t0 = time.monotonic()
         # With links requested, the source is a remote role: on its own network stack when possible.
-        emulated = env.options.dims["latency"] != (DIRECT,) or bool(p.get("bandwidth"))
-        source = env.servers.cluster("source", remote=emulated, bandwidth_kbit=p.get("bandwidth"))
+        source = env.servers.cluster("source", remote=links_requested(env.options), bandwidth_kbit=p.get("bandwidth"))
         needs_external = any(t.startswith("fdw_external") for t in env.options.dims["target"])
         external = env.servers.cluster("external") if needs_external else None
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
@@ -377,15 +376,13 @@ def _rtt_by_link_round(probes: list[dict]) -> dict[tuple[str, int], float]:
     return {k: sum(v) / len(v) for k, v in by.items()}
 
 
-def _link_text(key: tuple, rtt: dict[str, float]) -> str:
-    target, latency = key[1], key[3]
-    return "unix socket" if target == "local" else link_text(key[4] if len(key) > 4 else "15", latency, rtt)
+def _link_text(key: Key, rtt: dict[str, float]) -> str:
+    return "unix socket" if key.target == "local" else link_text(key.pg, key.latency, rtt)
 
 
-def _bench(key: tuple) -> str:
-    workload, target, clients, latency = key[:4]
-    return (f"{workload.upper()}.{TARGET_LABEL[target]}" + (f"_{clients}" if clients != 1 else "")
-            + (f"@{latency}" if latency != DIRECT else ""))
+def _bench(key: Key) -> str:
+    return (f"{key.workload.upper()}.{TARGET_LABEL[key.target]}" + (f"_{key.clients}" if key.clients != 1 else "")
+            + (f"@{key.latency}" if key.latency != DIRECT else ""))
 
 
 def _med(values: dict[int, float] | None) -> float | None:

@@ -217,7 +217,7 @@ class FileFdwTpch:
         scale, n = float(p["scale"]), int(p["partitions"])
         layouts = [la for la in LAYOUTS if la in opts.dims["layout"]]
         queries = expand_queries(opts.dims["queries"])
-        ws = _workspace(env)
+        ws = env.servers.workspace
         files = TpchFiles(ws.root / "data" / "tpch", scale)
         need_parts = any(la != "single" for la in layouts)
         need, free = self._check_disk(ws, files, layouts, n, scale)
@@ -753,11 +753,6 @@ def scan_cores(layout: str, workers: int, partitions: int) -> int:
         return partitions
     cores = 1 + workers
     return min(cores, partitions) if layout == "partitioned" else cores
-
-
-def _workspace(env: StudyEnv):
-    servers = env.servers
-    return getattr(servers, "workspace", None) or servers.servers.workspace
 
 
 def _series(study: str, measurements: list[dict]):

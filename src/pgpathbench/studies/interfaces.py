@@ -53,7 +53,7 @@ from typing import NamedTuple
 from ..clients import CLIENTS, fnv1a, FNV_OFFSET, require_clients, run_native_client
 from ..errors import CaseError, UserError
 from ..matrix import Case, Dimension, Parameter, Preset, cross
-from ..procs import _die_with_parent
+from ..procs import die_with_parent
 from ..references import (INTERFACES_CANDIDATE_RANKING, INTERFACES_LOCATION_RANKING, INTERFACES_LOCCOMM_DURATION,
                           INTERFACES_SOURCE, INTERFACES_STRATEGY_AVG_DURATION, INTERFACES_TESTCASE_DURATION)
 from ..report import Table
@@ -185,7 +185,7 @@ def copy_reference(psql: Path, conninfo: str, sql: str, timeout: float = 3600) -
     proc = subprocess.Popen([str(psql), "-X", "-q", "-d", conninfo, "-c", f"COPY ({sql}) TO STDOUT"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PGCLIENTENCODING": "UTF8"},
-                            preexec_fn=_die_with_parent(signal.SIGKILL), start_new_session=True)
+                            preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True)
     h, rows, size, kept = FNV_OFFSET, 0, 0, []
     deadline = time.monotonic() + timeout
     try:
@@ -339,7 +339,7 @@ class Interfaces:
             except CaseError as e:
                 raise UserError(f"--interface: the {iface} client does not work here: {e}") from None
 
-        out_dir = env.servers.servers.root
+        out_dir = env.servers.root
         out_dir.mkdir(parents=True, exist_ok=True)
         env.state.update(conninfo=conninfo, reference=reference, expected={}, jvm_options=jvm,
                          outfile=str(out_dir / f"iftest-{env.bins.major}.out"))
@@ -363,7 +363,7 @@ class Interfaces:
         # heap about 1.25x the COPY text, plus WAL, plus the p-all:file output of the largest result
         need = sum(row_bytes(t, sizes[t]) for t in tables) * 2.5 * servers + \
             max(row_bytes(t, sizes[t]) for t in tables)
-        free = env.servers.servers.workspace.free_bytes()
+        free = env.servers.workspace.free_bytes()
         if need > free:
             raise UserError(f"--t10m-rows: the tables need about {need / 1e9:.1f} GB free in the workspace, "
                             f"{free / 1e9:.1f} GB are; use smaller --t10m-rows or another --workspace")

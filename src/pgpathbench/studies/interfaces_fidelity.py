@@ -104,7 +104,7 @@ class InterfacesFidelity:
                     conn.execute(statement)
                 conn.execute(f"SELECT count(*) FROM {table}")
         env.log(f"t50k (5,000 rows) and t10m ({p['rows']:,} rows) loaded in {time.monotonic() - t0:.1f} s")
-        script = env.servers.servers.root / f"fidelity-loop-{env.bins.major}.sql"
+        script = env.servers.root / f"fidelity-loop-{env.bins.major}.sql"
         script.write_text(QUERIES["sql001"] + ";\n")
         conninfo = {"unix": server.conninfo(DB, "unix"), "tcp": server.conninfo(DB, "tcp")}
         env.servers.link("local_0ms", server)

@@ -31,7 +31,7 @@ from ..references import SAMPLING_US_PER_ROW
 from ..report import Plot, Point, Table
 from ..stats import linear_fit, summarise
 from .base import (BANDWIDTH, DIRECT, LATENCY, PG, StudyEnv, StudyOptions, latencies_with_direct, link_text,
-                   measured_rtt)
+                   links_requested, measured_rtt)
 
 NA = "-"
 SAMPLING_METHODS = ("full", "system", "bernoulli", "random")
@@ -138,10 +138,9 @@ class RemoteSampling:
         opts, p = env.options, env.options.params
         sizes = sorted(opts.dims["rows"], key=row_count)
         self._check_disk(env, sizes)
-        emulated = opts.dims["latency"] != (DIRECT,) or bool(p.get("bandwidth"))
         source = env.servers.cluster("source", {"shared_preload_libraries": "pg_stat_statements",
                                                 "pg_stat_statements.track": "all"},
-                                     remote=emulated, bandwidth_kbit=p.get("bandwidth"))
+                                     remote=links_requested(opts), bandwidth_kbit=p.get("bandwidth"))
         external = env.servers.cluster("external")
         source.create_database("source")
         t0 = time.monotonic()
@@ -177,7 +176,7 @@ class RemoteSampling:
     @staticmethod
     def _check_disk(env: StudyEnv, sizes) -> None:
         need = sum(row_count(s) for s in sizes) * ROW_BYTES * 1.3   # heap plus WAL and slack
-        free = env.servers.servers.workspace.free_bytes()
+        free = env.servers.workspace.free_bytes()
         if need > free:
             raise UserError(f"--rows: {','.join(sizes)} rows need about {need / 1e9:.0f} GB free in the workspace, "
                             f"{free / 1e9:.0f} GB are; use smaller --rows or another --workspace")
