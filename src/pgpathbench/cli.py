@@ -17,8 +17,9 @@ from rich.console import Console
 from . import __version__
 from .errors import Interrupted, UserError
 from .matrix import Preset
+from .files import write_atomically
 from .report import Table
-from .report import export, render
+from .report import export, present, render
 from .servers.topology import require_proxy
 from .studies import STUDIES, get as get_study
 from .studies.base import StudyOptions
@@ -87,6 +88,7 @@ def build_parser() -> Parser:
     rep.add_argument("run", nargs="*", default=["latest"], metavar="RUN",
                      help="a run id, latest (default) or latest~N; several runs with --html make one page")
     rep.add_argument("--format", choices=FORMATS, default="table")
+    rep.add_argument("--wide", action="store_true", help="terminal tables with every column (wider than 120)")
     rep.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (tables, charts, "
                      "environment) to FILE and print its path")
 
@@ -219,37 +221,8 @@ def cmd_runs(args, out: Console, err: Console) -> int:
     return 0
 
 
-def _print_report(store, run_ref: str, fmt: str, out: Console) -> None:
-    run = store.run(run_ref)
-    measurements = store.measurements(run["run_id"])
-    probes = store.probes(run["run_id"])
-    if fmt == "json":
-        out.out(export.to_json(run, measurements, probes), highlight=False)
-        return
-    if fmt == "csv":
-        out.out(export.to_csv(measurements), highlight=False, end="")
-        return
-    tables = [_run_table(run)]
-    for name in run["studies"]:
-        tables += get_study(name).report(run, measurements, probes)
-    if fmt == "markdown":
-        out.out(render.to_markdown(tables), highlight=False)
-    else:
-        render.to_terminal(tables, out)
-
-
-def _run_table(run: dict) -> Table:
-    sessions = run["environment"].get("sessions") or [{}]
-    env = sessions[-1]
-    servers = env.get("servers", {})
-    version = ", ".join(sorted({v.get("version", "—").split(" on ")[0] for v in servers.values()})) or "—"
-    rows = [["run", run["run_id"]], ["studies", ", ".join(run["studies"])], ["preset", run["preset"]],
-            ["status", run["status"]], ["started", str(run["started_at"])[:19]],
-            ["server", version], ["client", env.get("pgbench", "—")],
-            ["machine", f"{env.get('cpu_model', '?')}, {env.get('cores', '?')} cores, "
-                        f"{(env.get('memory_bytes') or 0) / 2**30:.1f} GiB, kernel {env.get('kernel', '?')}"],
-            ["sessions", str(len(sessions))]]
-    return Table("Run", ["", ""], rows, align_left=2)
+def _print_report(store, run_ref: str, fmt: str, out: Console, wide: bool = False) -> None:
+    present.print_report(store.result(run_ref), fmt, out, STUDIES, wide)
 
 
 def cmd_report(args, out: Console, err: Console) -> int:
@@ -259,30 +232,12 @@ def cmd_report(args, out: Console, err: Console) -> int:
     ws, bins = _context(args)
     with _store(args, ws, bins) as store:
         if target is None:
-            _print_report(store, args.run[0], args.format, out)
+            _print_report(store, args.run[0], args.format, out, args.wide)
             return 0
-        runs = []
-        for ref in args.run:
-            run = store.run(ref)
-            runs.append((run, store.measurements(run["run_id"]), store.probes(run["run_id"])))
-    _write_atomically(target, html_report(runs))
+        runs = [store.result(ref) for ref in args.run]
+    write_atomically(target, present.html_page(runs, STUDIES))
     out.out(str(target), highlight=False)
     return 0
-
-
-def html_report(runs: list[tuple[dict, list[dict], list[dict]]]) -> str:
-    """The HTML page of one or more runs: every study's tables and plots, failures, environment, options."""
-    from .report import html
-    pages = []
-    for run, measurements, probes in runs:
-        sections = []
-        for name in run["studies"]:
-            study = get_study(name)
-            plots = getattr(study, "plots", None)
-            sections.append(html.StudySection(name, study.title, study.report(run, measurements, probes),
-                                              plots(run, measurements, probes) if plots else []))
-        pages.append((run, measurements, probes, sections))
-    return html.run_page(*pages[0]) if len(pages) == 1 else html.runs_page(pages)
 
 
 def _html_target(path: str, option: str) -> Path:
@@ -298,75 +253,45 @@ def _html_target(path: str, option: str) -> Path:
     return target
 
 
-def _write_atomically(target: Path, text: str) -> None:
-    """A temporary file beside the target, renamed over it: readers never see half a file."""
-    import os
-    import tempfile
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def cmd_export(args, out: Console, err: Console) -> int:
     ws, bins = _context(args)
     with _store(args, ws, bins) as store:
-        run = store.run(args.run)
-        measurements = store.measurements(run["run_id"])
-        probes = store.probes(run["run_id"])
-    if args.format == "json":
-        out.out(export.to_json(run, measurements, probes), highlight=False)
-    else:
-        out.out(export.to_csv(measurements), highlight=False, end="")
+        _print_report(store, args.run, args.format, out)
     return 0
 
 
-def _named_run(store, ref: str, name: str) -> dict:
+def _named_result(store, ref: str, name: str):
     try:
-        return store.run(ref)
+        return store.result(ref)
     except UserError as e:
         raise UserError(str(e).replace("RUN:", f"{name}:", 1)) from None
 
 
 def cmd_compare(args, out: Console, err: Console) -> int:
-    from .compare import compare, environment_differences
-    from .report import html
+    from .compare import environment_differences
     target = _html_target(args.html, "--html") if args.html else None
     ws, bins = _context(args)
     with _store(args, ws, bins) as store:
-        run_a, run_b = _named_run(store, args.run_a, "RUN_A"), _named_run(store, args.run_b, "RUN_B")
-        ms_a, ms_b = store.measurements(run_a["run_id"]), store.measurements(run_b["run_id"])
+        run_a, run_b = _named_result(store, args.run_a, "RUN_A"), _named_result(store, args.run_b, "RUN_B")
     differences = environment_differences(run_a, run_b)
     if differences and not args.force:
         raise UserError(f"compare: the runs' environments differ: {'; '.join(differences)}; "
                         "compare runs made alike, or pass --force to compare anyway")
     if differences:
         print(f"pgpathbench: warning: the runs' environments differ: {'; '.join(differences)}", file=sys.stderr)
-    shared = {(m["study"], m["case_id"]) for m in ms_a} & {(m["study"], m["case_id"]) for m in ms_b}
-    if not shared:
-        raise UserError(f"compare: {run_a['run_id']} and {run_b['run_id']} share no case (same study and case "
+    if not any(c.measurements and (b := run_b.study(c.study)) and (o := b.case(c.case_id)) and o.measurements
+               for c in run_a.cases):
+        raise UserError(f"compare: {run_a.run_id} and {run_b.run_id} share no case (same study and case "
                         "id); compare runs of the same study and dimensions")
-    tables, plots = compare(run_a, ms_a, run_b, ms_b, STUDIES, differences)
-    if target is not None or args.format == "html":
-        page = html.compare_page(run_a, run_b, tables, plots, differences)
+    if target is not None or args.format in ("html", "markdown"):
+        text = present.comparison(run_a, run_b, STUDIES, differences, "html" if target else args.format)
         if target is None:
-            out.out(page, highlight=False, end="")
+            out.out(text, highlight=False, end="" if args.format == "html" else "\n")
             return 0
-        _write_atomically(target, page)
+        write_atomically(target, text)
         out.out(str(target), highlight=False)
-    elif args.format == "markdown":
-        out.out(render.to_markdown(tables), highlight=False)
     else:
-        render.to_terminal(tables, out)
+        present.print_comparison(run_a, run_b, STUDIES, differences, out)
     return 0
 
 

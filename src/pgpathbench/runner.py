@@ -22,6 +22,8 @@ from .errors import CaseError, Interrupted, UserError
 from .matrix import round_order
 from .procs import pid_alive
 from .progress import ProgressReporter, headline
+from .results.fingerprint import Fingerprint
+from .results.model import MODEL_VERSION
 from .servers import binaries
 from .servers.binaries import PgBinaries
 from .servers.topology import Servers
@@ -81,7 +83,8 @@ class Runner:
         run_id = new_run_id()
         seed = secrets.randbits(31) if seed is None else seed
         self.store.create_run(run_id, [options.study], options.preset,
-                              {"studies": [options.to_json()], "pg_bindir": str(self.bins.bindir)}, seed)
+                              {"studies": [options.to_json()], "pg_bindir": str(self.bins.bindir),
+                               "model_version": MODEL_VERSION}, seed)
         self.progress.log(f"run {run_id}: {options.study}, preset {options.preset}, "
                           f"{options.repeat} rounds, seed {seed}")
         self._execute(run_id, options, seed)
@@ -106,7 +109,8 @@ class Runner:
         done = self.store.done(run_id)
         todo = [(r, c) for r in range(1, options.repeat + 1) for c in round_order(cases, seed, r)
                 if (study.name, c.case_id, r) not in done]
-        session = self.store.start_session(run_id, host_fingerprint())
+        fingerprint = Fingerprint(machine=host_fingerprint())
+        session = self.store.start_session(run_id, fingerprint.to_json())
         measure_s = bookkeeping_s = 0.0
         timings: dict[str, float] = {}
         try:
@@ -116,14 +120,15 @@ class Runner:
                     t0 = time.monotonic()
                     envs = {}
                     for major, bins in self.binaries(options).items():
-                        envs[major] = StudyEnv(options, bins, servers.scoped(int(major), bins), self.progress.log)
-                        study.prepare(envs[major])
+                        envs[major] = StudyEnv(options, major, bins, servers.scoped(int(major), bins), self.progress.log)
+                        setup = study.prepare(envs[major])
+                        fingerprint.tools.update(setup.tools)
+                        fingerprint.setup.setdefault(major, {})[study.name] = setup.facts
                         check_interrupted()
                     timings["prepare_s"] = round(time.monotonic() - t0, 3)
                     self.progress.log(f"servers and data ready in {timings['prepare_s']:.1f} s")
-                    self.store.update_session(run_id, session, {
-                        "servers": servers.fingerprint(), "links": servers.link_fingerprint(),
-                        **{k: v for env in envs.values() for k, v in env.fingerprint.items()}})
+                    fingerprint.servers, fingerprint.paths = servers.fingerprint(), servers.link_fingerprint()
+                    self.store.update_session(run_id, session, fingerprint.to_json())
                     self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo))
                     for i, (round_no, case) in enumerate(todo):
                         if i == 0 or todo[i - 1][0] != round_no:
@@ -135,7 +140,9 @@ class Runner:
                         except CaseError as e:
                             metrics, error = None, str(e)
                         t1 = time.perf_counter()
-                        self.store.add_measurement(run_id, case, round_no, session, started_at, t1 - t0, metrics, error)
+                        path = study.path(case)
+                        self.store.add_measurement(run_id, case, round_no, session, started_at, t1 - t0, metrics,
+                                                   error, path.id if path else None)
                         self.progress.measured(case.case_id, round_no, headline(metrics, error))
                         measure_s += t1 - t0
                         bookkeeping_s += time.perf_counter() - t1

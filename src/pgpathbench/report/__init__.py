@@ -13,6 +13,15 @@ class Table:
     rows: list[list[object]]               # cells: str, int, float or None ("—")
     notes: list[str] = field(default_factory=list)
     align_left: int = 1                     # how many leading columns are labels
+    detail: tuple[int, ...] = ()            # columns the terminal shows only with --wide (markdown, html: always)
+
+    def narrow(self) -> "Table":
+        """The table without its detail columns (what a 120-column terminal shows)."""
+        if not self.detail:
+            return self
+        keep = [i for i in range(len(self.columns)) if i not in self.detail]
+        return Table(self.title, [self.columns[i] for i in keep], [[row[i] for i in keep] for row in self.rows],
+                     self.notes, sum(1 for i in keep if i < self.align_left))
 
 
 class Point(NamedTuple):

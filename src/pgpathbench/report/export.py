@@ -1,9 +1,11 @@
-"""Measurements -> JSON and CSV, one object or row per measurement.
+"""The result model -> JSON and CSV, one object or row per measurement.
 
-JSON (format_version 1): {"format_version": 1, "run": {...}, "measurements": [{run_id, study,
-case_id, round, session, started_at, ok, error, duration_s, dims: {...}, metrics: {...}}],
-"link_probes": [{link, round, phase, session, measured_at, rtt_median_ms, rtt_p95_ms, rtt_min_ms,
-round_trips}]}.
+JSON (format_version 2): {"format_version": 2, "run": {...the stored run row...},
+"measurements": [{run_id, study, case_id, round, session, started_at, ok, error, duration_s,
+dims: {...}, metrics: {...}, path}], "link_probes": [{link, round, phase, session, measured_at,
+rtt_median_ms, rtt_p95_ms, rtt_min_ms, round_trips}]}.
+Version 2 changed the meaning of fields of version 1: every duration metric is in milliseconds
+(`connect_ms`, not `connect_s`); `path` (the network path's id) is new.
 CSV: the same fields, dims as dim_<name> columns and metrics as their own columns.
 """
 
@@ -12,9 +14,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import asdict
 from datetime import datetime
 
-FORMAT_VERSION = 1
+from ..results.model import CaseResult, Measurement, RunResult
+
+FORMAT_VERSION = 2
 FIELDS = ["run_id", "study", "case_id", "round", "session", "started_at", "ok", "error", "duration_s"]
 
 
@@ -24,22 +29,30 @@ def _default(o: object) -> str:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def to_json(run: dict, measurements: list[dict], link_probes: list[dict]) -> str:
-    return json.dumps({"format_version": FORMAT_VERSION, "run": run, "measurements": measurements,
-                       "link_probes": link_probes}, default=_default, indent=2)
+def measurement_json(run: RunResult, case: CaseResult, m: Measurement) -> dict:
+    return {"run_id": run.run_id, "study": case.study, "case_id": case.case_id, "round": m.round,
+            "session": m.session, "started_at": m.started_at, "ok": m.ok, "error": m.error,
+            "duration_s": m.duration_s, "dims": case.dims, "metrics": dict(m.metrics), "path": m.path}
+
+
+def to_json(run: RunResult) -> str:
+    return json.dumps({"format_version": FORMAT_VERSION, "run": run.row,
+                       "measurements": [measurement_json(run, c, m) for c in run.cases for m in c.measurements],
+                       "link_probes": [asdict(p) for p in run.probes]}, default=_default, indent=2)
 
 
 def runs_to_json(runs: list[dict]) -> str:
     return json.dumps(runs, default=_default, indent=2)
 
 
-def to_csv(measurements: list[dict]) -> str:
-    dims = sorted({k for m in measurements for k in m["dims"]})
-    metrics = sorted({k for m in measurements for k in m["metrics"]})
+def to_csv(run: RunResult) -> str:
+    rows = [measurement_json(run, c, m) for c in run.cases for m in c.measurements]
+    dims = sorted({k for m in rows for k in m["dims"]})
+    metrics = sorted({k for m in rows for k in m["metrics"]})
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(FIELDS + [f"dim_{d}" for d in dims] + metrics)
-    for m in measurements:
+    for m in rows:
         started = m["started_at"].isoformat() if isinstance(m["started_at"], datetime) else m["started_at"]
         w.writerow([m[f] if f != "started_at" else started for f in FIELDS]
                    + [m["dims"].get(d, "") for d in dims]

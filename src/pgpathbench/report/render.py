@@ -21,8 +21,13 @@ def cell(value: object) -> str:
     return str(value)
 
 
-def to_terminal(tables: Iterable[Table], console: Console) -> None:
+TERMINAL_WIDTH = 120   # what the terminal tables are laid out for (--wide: every column, wider)
+
+
+def to_terminal(tables: Iterable[Table], console: Console, wide: bool = False) -> None:
+    """Tables for a terminal: without their detail columns unless `wide`."""
     for t in tables:
+        t = t if wide else t.narrow()
         rt = RichTable(title=t.title, title_justify="left", box=box.SIMPLE_HEAD, title_style="bold")
         for i, c in enumerate(t.columns):
             rt.add_column(c, justify="left" if i < t.align_left else "right", no_wrap=i == 0)

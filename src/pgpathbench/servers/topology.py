@@ -12,6 +12,7 @@ from ..errors import UserError
 from ..workspace import Workspace
 from .binaries import PgBinaries
 from .cluster import Cluster
+from .paths import NetworkPath
 from .network import (Link, ToxiproxyServer, available_link_kinds, create_netns, find_toxiproxy, measure_rtt,
                       remove_netns_links)
 
@@ -155,6 +156,11 @@ class ServerScope:
 
     def link_name(self, name: str) -> str:
         return self.prefix + name
+
+    def path(self, path: NetworkPath, cluster: Cluster, bandwidth_kbit: int | None = None) -> Link:
+        """The link for `path` to `cluster`'s TCP port, named by the path's id (probed every round)."""
+        assert self.prefix == f"pg{path.major}_", "a path of another major than this scope's"
+        return self.servers.link(path.id, cluster, path.latency_ms, bandwidth_kbit)
 
     @property
     def workspace(self) -> Workspace:

@@ -13,7 +13,7 @@ import re
 import socket
 from datetime import datetime
 from importlib import resources
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import psycopg
 from psycopg.rows import dict_row
@@ -25,6 +25,9 @@ from ..procs import pid_alive
 from ..servers.binaries import PgBinaries
 from ..servers.cluster import Cluster, postmaster_pid
 from ..workspace import Workspace
+
+if TYPE_CHECKING:
+    from ..results.model import RunResult
 
 RESULTS_DB = "pgpathbench"
 _SCHEMA_LOCK = 7303  # advisory lock key: concurrent processes apply the schema one at a time
@@ -105,12 +108,11 @@ class ResultsStore:
             (os.getpid(), Jsonb([fingerprint]), run_id)).fetchone()
         return row[0]
 
-    def update_session(self, run_id: str, session: int, extra: dict) -> None:
-        """Add to this session's fingerprint what is known only once servers run."""
+    def update_session(self, run_id: str, session: int, fingerprint: dict) -> None:
+        """Replace this session's fingerprint with what is known once servers run."""
         self.conn.execute(
-            "UPDATE pgpathbench.run SET environment = jsonb_set(environment, %s, "
-            "  (environment #> %s) || %s) WHERE run_id = %s",
-            (["sessions", str(session - 1)], ["sessions", str(session - 1)], Jsonb(extra), run_id))
+            "UPDATE pgpathbench.run SET environment = jsonb_set(environment, %s, %s) WHERE run_id = %s",
+            (["sessions", str(session - 1)], Jsonb(fingerprint), run_id))
 
     def add_cases(self, run_id: str, cases: Iterable[Case]) -> None:
         with self.conn.cursor() as cur:
@@ -120,12 +122,13 @@ class ResultsStore:
                 [(run_id, c.study, c.case_id, Jsonb(c.as_dict()), i) for i, c in enumerate(cases)])
 
     def add_measurement(self, run_id: str, case: Case, round_no: int, session: int, started_at: datetime,
-                        duration_s: float | None, metrics: dict | None, error: str | None) -> None:
+                        duration_s: float | None, metrics: dict | None, error: str | None,
+                        path: str | None = None) -> None:
         self.conn.execute(
             "INSERT INTO pgpathbench.measurement (run_id, study, case_id, round, session, started_at, "
-            "ok, error, duration_s, metrics) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "ok, error, duration_s, metrics, path) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (run_id, case.study, case.case_id, round_no, session, started_at, error is None, error,
-             duration_s, Jsonb(metrics or {})))
+             duration_s, Jsonb(metrics or {}), path))
 
     def add_probes(self, run_id: str, round_no: int, phase: str, session: int, probes: list[dict]) -> None:
         with self.conn.cursor() as cur:
@@ -177,11 +180,23 @@ class ResultsStore:
                 "SELECT link, round, phase, session, measured_at, rtt_median_ms, rtt_p95_ms, rtt_min_ms, round_trips "
                 "FROM pgpathbench.link_probe WHERE run_id = %s ORDER BY measured_at", (run_id,)).fetchall()
 
+    def cases(self, run_id: str) -> list[dict]:
+        with self.conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute("SELECT study, case_id, dims, planned_order FROM pgpathbench.run_case "
+                               "WHERE run_id = %s ORDER BY planned_order", (run_id,)).fetchall()
+
+    def result(self, ref: str) -> "RunResult":
+        """The result model of a run (results/model.py): what every report reads."""
+        from ..results.model import RunResult
+        run = self.run(ref)
+        return RunResult.from_rows(run, self.cases(run["run_id"]), self.measurements(run["run_id"]),
+                                   self.probes(run["run_id"]))
+
     def measurements(self, run_id: str) -> list[dict]:
         with self.conn.cursor(row_factory=dict_row) as cur:
             return cur.execute(
                 "SELECT m.run_id, m.study, m.case_id, m.round, m.session, m.started_at, m.ok, m.error, "
-                "  m.duration_s, c.dims, m.metrics "
+                "  m.duration_s, c.dims, m.metrics, m.path "
                 "FROM pgpathbench.measurement m JOIN pgpathbench.run_case c USING (run_id, study, case_id) "
                 "WHERE m.run_id = %s ORDER BY c.planned_order, m.round", (run_id,)).fetchall()
 

@@ -42,6 +42,9 @@ CREATE TABLE IF NOT EXISTS pgpathbench.measurement (
     FOREIGN KEY (run_id, study, case_id) REFERENCES pgpathbench.run_case ON DELETE CASCADE
 );
 
+-- The network path (servers/paths.py id) a measurement crossed; added after the first version.
+ALTER TABLE pgpathbench.measurement ADD COLUMN IF NOT EXISTS path text;
+
 -- The measured round trip of every network path (link) of a run, before and after each round.
 CREATE TABLE IF NOT EXISTS pgpathbench.link_probe (
     run_id       text NOT NULL REFERENCES pgpathbench.run ON DELETE CASCADE,

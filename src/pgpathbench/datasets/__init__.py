@@ -1,0 +1,1 @@
+"""Data sets below the studies: TPC-H files and loads, the seed 003 tables."""

@@ -1,0 +1,88 @@
+"""A run's report, assembled from the result model: the run's header, each study's own tables
+and plots, then what every study shares: failed measurements (tabled here, once) and outlying
+rounds of the primary metric. Renderers (render.py, html.py, export.py) take it from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..results.model import RunResult
+from ..stats import format_number, outliers
+from . import Plot, Table
+
+
+@dataclass
+class StudySection:
+    """What one study says about a run: its title, tables and plots."""
+    name: str
+    title: str
+    tables: list[Table]
+    plots: list[Plot]
+
+
+def run_table(run: RunResult) -> Table:
+    env = run.environment.last
+    version = ", ".join(sorted({str(v.get("version", "—")).split(" on ")[0] for v in env.servers.values()})) or "—"
+    m = env.machine
+    ok, failed = run.counts()
+    rows = [["run", run.run_id], ["studies", ", ".join(run.study_names)], ["preset", run.preset],
+            ["status", run.status], ["started", str(run.started_at)[:19]],
+            ["measurements", f"{ok} ok" + (f", {failed} failed" if failed else "")],
+            ["server", version], ["client", env.tools.get("pgbench", "—")],
+            ["machine", f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, "
+                        f"{(m.get('memory_bytes') or 0) / 2**30:.1f} GiB, kernel {m.get('kernel', '?')}"],
+            ["sessions", str(len(run.environment.sessions))]]
+    return Table("Run", ["", ""], rows, align_left=2)
+
+
+def failures_table(run: RunResult) -> Table | None:
+    rows = [[c.study, c.case_id, m.round, m.session, when(m.started_at), m.error or "—"]
+            for c in run.cases for m in c.failures]
+    if not rows:
+        return None
+    return Table(f"Failed measurements ({len(rows)})", ["study", "case", "round", "session", "started", "error"],
+                 rows, align_left=6)
+
+
+def outliers_table(run: RunResult, studies) -> Table | None:
+    """Cases whose primary metric has rounds flagged by median absolute deviation."""
+    rows = []
+    for result in run.studies:
+        study = studies.get(result.name)
+        metric = study.primary_metric if study else None
+        for c in result.cases if metric else []:
+            by_round = c.values(metric)
+            flagged = [list(by_round)[i] for i in outliers(list(by_round.values()))]
+            if flagged:
+                rows.append([result.name, c.case_id, metric, len(flagged), len(by_round),
+                             format_number(c.median(metric)),
+                             ", ".join(f"round {r}: {format_number(by_round[r])}" for r in flagged)])
+    if not rows:
+        return None
+    return Table("Outlying rounds (primary metric)", ["study", "case", "metric", "outliers", "n", "median", "rounds"],
+                 rows, ["Flagged when 0.6745 |x - median| / MAD > 3.5 (Iglewicz-Hoaglin); medians and their "
+                        "intervals include them: a median resists a few outliers."], align_left=3)
+
+
+def study_sections(run: RunResult, studies) -> list[StudySection]:
+    sections = []
+    for result in run.studies:
+        study = studies[result.name]
+        sections.append(StudySection(result.name, study.title, study.report(result), study.plots(result)))
+    return sections
+
+
+def tables(run: RunResult, studies) -> list[Table]:
+    """Every table of a run's report, in order: header, studies, shared tables."""
+    out = [run_table(run)]
+    for result in run.studies:
+        out += studies[result.name].report(result)
+    return out + [t for t in (outliers_table(run, studies), failures_table(run)) if t is not None]
+
+
+def when(v: object) -> str:
+    if isinstance(v, datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S")
+    return str(v)[:19].replace("T", " ") if v else "—"

@@ -1,0 +1,306 @@
+"""Plot specs -> inline SVG, for the self-contained HTML page (html.py).
+
+No script, no font, no image is fetched: the chart is drawn here. Charts: grouped bars or points with error bars, "nice"
+axis ticks (1, 2, 2.5, 5 x 10^k; decades on log axes), a legend, colours from the Okabe-Ito
+palette (distinguishable with the common colour-vision deficiencies) and, for points, a
+marker shape per series as well. Every bar and point has a tooltip (<title>) with its value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+from html import escape
+
+from ..stats import format_number
+from . import Plot, Point
+
+# Okabe-Ito (minus its pale yellow), then two darker extras; cycled beyond.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#7F5F26", "#555555")
+MARKERS = ("circle", "square", "triangle", "diamond")
+
+FONT_PX = 13            # tick labels, legend
+LABEL_PX = 14           # axis labels
+CHAR_PX = 7.3           # average width of a character at FONT_PX (sans-serif), for layout
+WIDTH = 1140            # viewBox width of a chart: about the width of a figure on a 1280 px screen
+HEIGHT = 430            # height of the plotting area plus axes, before legend and labels
+
+
+# -- axes -----------------------------------------------------------------------------------------
+def _nice_step(raw: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 x 10^k that is >= raw."""
+    if raw <= 0 or not math.isfinite(raw):
+        return 1.0
+    exp = math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * 10 ** exp >= raw * (1 - 1e-9):
+            return m * 10 ** exp
+    return 10 ** (exp + 1)
+
+
+def linear_ticks(lo: float, hi: float, target: int = 6) -> list[float]:
+    """Round tick values covering [lo, hi], about `target` of them."""
+    if hi < lo:
+        lo, hi = hi, lo
+    if hi == lo:
+        pad = abs(lo) * 0.1 or 1.0
+        lo, hi = lo - pad, hi + pad
+    step = _nice_step((hi - lo) / max(target - 1, 1))
+    start, end = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    return [round(i * step, 12) for i in range(start, end + 1)]
+
+
+def log_ticks(lo: float, hi: float) -> tuple[list[float], list[float]]:
+    """Major ticks (labelled) and minor ones (grid only) for a log axis covering [lo, hi] > 0."""
+    e0, e1 = math.floor(math.log10(lo) + 1e-9), math.ceil(math.log10(hi) - 1e-9)
+    if e1 == e0:
+        e1 += 1
+    decades = e1 - e0
+    majors, minors = [], []
+    for e in range(e0, e1 + 1):
+        base = 10.0 ** e
+        majors.append(base)
+        if e == e1:
+            break
+        for m in range(2, 10):
+            (majors if decades <= 2 and m in (2, 5) else minors).append(m * base)
+    return majors, minors
+
+
+def tick_text(v: float, step: float | None = None) -> str:
+    """A tick label: thousands separators, as many decimals as the step (or value) needs."""
+    if v == 0:
+        return "0"
+    ref = abs(step) if step else abs(v)
+    decimals = max(0, -math.floor(math.log10(ref) + 1e-9))
+    if step and round(ref / 10 ** math.floor(math.log10(ref) + 1e-9), 6) == 2.5:
+        decimals += 1
+    return f"{v:,.{decimals}f}"
+
+
+@dataclass
+class _Axis:
+    lo: float
+    hi: float
+    log: bool
+    p0: float          # pixel of lo
+    p1: float          # pixel of hi
+    majors: list[float] = field(default_factory=list)
+    minors: list[float] = field(default_factory=list)
+    step: float | None = None
+
+    def __call__(self, v: float) -> float:
+        if self.log:
+            v = max(v, self.lo)
+            f = (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo))
+        else:
+            f = (v - self.lo) / (self.hi - self.lo)
+        return self.p0 + f * (self.p1 - self.p0)
+
+    def labels(self) -> list[tuple[float, str]]:
+        return [(v, tick_text(v, None if self.log else self.step)) for v in self.majors]
+
+
+def _axis(values: Sequence[float], log: bool, from_zero: bool, p0: float = 0, p1: float = 1,
+          target: int = 6) -> _Axis:
+    vs = [v for v in values if v is not None and math.isfinite(v)]
+    if not vs:
+        vs = [0.0, 1.0]
+    if log and min(vs) > 0:
+        majors, minors = log_ticks(min(vs), max(vs))
+        lo, hi = majors[0], majors[-1]
+        return _Axis(lo, hi, True, p0, p1, majors, [m for m in minors if lo < m < hi])
+    lo, hi = min(vs), max(vs)
+    if from_zero:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    ticks = linear_ticks(lo, hi, target)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else None
+    return _Axis(ticks[0], ticks[-1], False, p0, p1, ticks, [], step)
+
+
+# -- SVG ------------------------------------------------------------------------------------------
+def _f(x: float) -> str:
+    return f"{x:.1f}".rstrip("0").rstrip(".")
+
+
+def _text_width(text: str, px: float = FONT_PX) -> float:
+    return len(text) * CHAR_PX * px / FONT_PX
+
+
+def _marker(shape: str, x: float, y: float, color: str, r: float = 5.0) -> str:
+    style = f'fill="{color}" stroke="#fff" stroke-width="1.2"'
+    if shape == "square":
+        return f'<rect x="{_f(x - r * .85)}" y="{_f(y - r * .85)}" width="{_f(r * 1.7)}" height="{_f(r * 1.7)}" {style}/>'
+    if shape == "triangle":
+        return (f'<polygon points="{_f(x)},{_f(y - r * 1.1)} {_f(x - r)},{_f(y + r * .8)} {_f(x + r)},{_f(y + r * .8)}" '
+                f'{style}/>')
+    if shape == "diamond":
+        return (f'<polygon points="{_f(x)},{_f(y - r * 1.2)} {_f(x + r)},{_f(y)} {_f(x)},{_f(y + r * 1.2)} '
+                f'{_f(x - r)},{_f(y)}" {style}/>')
+    return f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{_f(r)}" {style}/>'
+
+
+def _errorbar(x: float, y_low: float, y_high: float, cap: float, color: str) -> str:
+    return (f'<g class="errorbar" stroke="{color}" stroke-width="1.6">'
+            f'<line x1="{_f(x)}" y1="{_f(y_low)}" x2="{_f(x)}" y2="{_f(y_high)}"/>'
+            f'<line x1="{_f(x - cap)}" y1="{_f(y_low)}" x2="{_f(x + cap)}" y2="{_f(y_low)}"/>'
+            f'<line x1="{_f(x - cap)}" y1="{_f(y_high)}" x2="{_f(x + cap)}" y2="{_f(y_high)}"/></g>')
+
+
+def _point_tip(series: str, p: Point) -> str:
+    ci = "" if p.y_low is None or p.y_high is None else \
+        f" (95% CI {format_number(p.y_low)} to {format_number(p.y_high)})"
+    x = p.x if isinstance(p.x, str) else format_number(float(p.x))
+    return f"{series} at {x}: {format_number(p.y)}{ci}"
+
+
+def _legend(names: Sequence[str], kind: str, width: float, x0: float, y0: float) -> tuple[str, float]:
+    """Legend items in rows that fit `width`; returns the SVG and the height used."""
+    if not names:
+        return "", 0.0
+    parts, x, y, row_h = [], x0, y0, 22
+    for i, name in enumerate(names):
+        w = 24 + _text_width(name) + 22
+        if x > x0 and x + w > x0 + width:
+            x, y = x0, y + row_h
+        color = PALETTE[i % len(PALETTE)]
+        cy = y + 8
+        if kind == "bar":
+            sw = f'<rect x="{_f(x)}" y="{_f(cy - 7)}" width="16" height="14" rx="2" fill="{color}"/>'
+        else:
+            line = f'<line x1="{_f(x)}" y1="{_f(cy)}" x2="{_f(x + 18)}" y2="{_f(cy)}" stroke="{color}" stroke-width="2"/>' \
+                if kind == "line" else ""
+            sw = line + _marker(MARKERS[i % len(MARKERS)], x + 9, cy, color)
+        parts.append(f'<g class="legend-item">{sw}<text x="{_f(x + 24)}" y="{_f(cy + 4.5)}">{escape(name)}</text></g>')
+        x += w
+    return f'<g class="legend">{"".join(parts)}</g>', y + row_h - y0
+
+
+def svg_plot(plot: Plot, width: int = WIDTH) -> str:
+    """The chart as an inline <svg> element (no xmlns needed inside HTML)."""
+    names = [n for n, pts in plot.series.items() if pts]
+    points = [(i, n, p) for i, n in enumerate(plot.series) for p in plot.series[n] if n in names]
+    categorical = plot.kind == "bar" or any(isinstance(p.x, str) for _, _, p in points)
+
+    # Vertical layout: legend on top, then the plotting area, then x ticks and the x label.
+    legend_svg, legend_h = _legend(names, plot.kind, width - 90, 70, 8)
+    ys = [v for _, _, p in points for v in (p.y, p.y_low, p.y_high) if v is not None]
+    if plot.ref_y is not None:
+        ys.append(plot.ref_y)
+    log_y = plot.log_y and ys and min(ys) > 0
+    yaxis = _axis(ys, bool(log_y), from_zero=plot.kind == "bar" or (min(ys, default=0) >= 0 and not log_y
+                                                                         and plot.kind != "scatter"))
+    y_labels = yaxis.labels()
+    left = 30 + max((_text_width(t) for _, t in y_labels), default=20) + 14
+    right = 24
+    plot_w = width - left - right
+
+    categories: list[str] = []
+    if categorical:
+        for _, _, p in points:
+            if str(p.x) not in categories:
+                categories.append(str(p.x))
+        band = plot_w / max(len(categories), 1)
+        longest = max((_text_width(c) for c in categories), default=0)
+        rotate = longest > band - 8
+        x_ticks_h = (longest * 0.6 + 24) if rotate else 24
+    else:
+        xs = [float(p.x) for _, _, p in points]
+        log_x = plot.log_x and xs and min(xs) > 0
+        xaxis = _axis(xs, bool(log_x), from_zero=min(xs, default=0) >= 0 and not log_x, target=8)
+        rotate = False
+        x_ticks_h = 24
+    top = 8 + legend_h + 12
+    plot_h = HEIGHT - 90
+    bottom_y = top + plot_h
+    height = bottom_y + x_ticks_h + 34
+    yaxis.p0, yaxis.p1 = bottom_y, top
+
+    out = [f'<svg class="chart" viewBox="0 0 {width} {_f(height)}" width="{width}" height="{_f(height)}" '
+           f'role="img" aria-label="{escape(plot.title)}" font-size="{FONT_PX}">',
+           f'<title>{escape(plot.title)}</title>']
+    # grid and y axis
+    for v in yaxis.minors:
+        out.append(f'<line class="grid minor" x1="{_f(left)}" x2="{_f(left + plot_w)}" y1="{_f(yaxis(v))}" '
+                   f'y2="{_f(yaxis(v))}"/>')
+    for v, t in y_labels:
+        y = yaxis(v)
+        out.append(f'<line class="grid" x1="{_f(left)}" x2="{_f(left + plot_w)}" y1="{_f(y)}" y2="{_f(y)}"/>')
+        out.append(f'<text class="tick" x="{_f(left - 8)}" y="{_f(y + 4.5)}" text-anchor="end">{escape(t)}</text>')
+    out.append(f'<line class="axis" x1="{_f(left)}" x2="{_f(left)}" y1="{_f(top)}" y2="{_f(bottom_y)}"/>')
+    out.append(f'<line class="axis" x1="{_f(left)}" x2="{_f(left + plot_w)}" y1="{_f(bottom_y)}" y2="{_f(bottom_y)}"/>')
+    y_title = plot.y_label + (" (log scale)" if log_y else "")
+    out.append(f'<text class="axis-label" transform="translate(18,{_f(top + plot_h / 2)}) rotate(-90)" '
+               f'text-anchor="middle" font-size="{LABEL_PX}">{escape(y_title)}</text>')
+    x_title = plot.x_label + (" (log scale)" if not categorical and xaxis.log else "")
+    out.append(f'<text class="axis-label" x="{_f(left + plot_w / 2)}" y="{_f(height - 10)}" text-anchor="middle" '
+               f'font-size="{LABEL_PX}">{escape(x_title)}</text>')
+
+    if plot.ref_y is not None:
+        y = yaxis(plot.ref_y)
+        out.append(f'<line class="ref" x1="{_f(left)}" x2="{_f(left + plot_w)}" y1="{_f(y)}" y2="{_f(y)}"/>')
+
+    if categorical:
+        for c_i, c in enumerate(categories):
+            cx = left + band * (c_i + 0.5)
+            if c_i:
+                out.append(f'<line class="band" x1="{_f(left + band * c_i)}" x2="{_f(left + band * c_i)}" '
+                           f'y1="{_f(top)}" y2="{_f(bottom_y)}"/>')
+            out.append(f'<line class="axis" x1="{_f(cx)}" x2="{_f(cx)}" y1="{_f(bottom_y)}" y2="{_f(bottom_y + 5)}"/>')
+            if rotate:
+                out.append(f'<text class="tick" transform="translate({_f(cx)},{_f(bottom_y + 16)}) rotate(-35)" '
+                           f'text-anchor="end">{escape(c)}</text>')
+            else:
+                out.append(f'<text class="tick" x="{_f(cx)}" y="{_f(bottom_y + 19)}" text-anchor="middle">'
+                           f'{escape(c)}</text>')
+        slots = len(names)
+        inner = band * (0.82 if plot.kind == "bar" else 0.6)
+        slot_w = min(inner / max(slots, 1), 110 if plot.kind == "bar" else 60)   # no slabs for few bars
+        inner = slot_w * max(slots, 1)
+        for s_i, name in enumerate(names):
+            color = PALETTE[list(plot.series).index(name) % len(PALETTE)]
+            for p in plot.series[name]:
+                c_i = categories.index(str(p.x))
+                x = left + band * c_i + (band - inner) / 2 + slot_w * (s_i + 0.5)
+                tip = f"<title>{escape(_point_tip(name, p))}</title>"
+                if plot.kind == "bar":
+                    y0 = yaxis(0.0) if not yaxis.log else yaxis.p0
+                    y = yaxis(p.y)
+                    bw = slot_w * 0.88
+                    out.append(f'<rect class="bar" x="{_f(x - bw / 2)}" y="{_f(min(y, y0))}" width="{_f(bw)}" '
+                               f'height="{_f(max(abs(y0 - y), 0.5))}" fill="{color}">{tip}</rect>')
+                if p.y_low is not None and p.y_high is not None:
+                    err_color = "#1a1a1a" if plot.kind == "bar" else color
+                    out.append(_errorbar(x, yaxis(p.y_low), yaxis(p.y_high), min(slot_w * 0.25, 7), err_color))
+                if plot.kind != "bar":      # the marker over its error bar
+                    out.append(f'<g class="point">{tip}{_marker(MARKERS[s_i % len(MARKERS)], x, yaxis(p.y), color)}</g>')
+                if plot.kind == "bar":
+                    label = format_number(p.y)
+                    if _text_width(label, 11) <= slot_w + 2:
+                        top_y = min(yaxis(p.y), yaxis(p.y_high) if p.y_high is not None else bottom_y)
+                        out.append(f'<text class="value" x="{_f(x)}" y="{_f(top_y - 5)}" text-anchor="middle" '
+                                   f'font-size="11">{escape(label)}</text>')
+    else:
+        xaxis.p0, xaxis.p1 = left + 12, left + plot_w - 12
+        for v, t in xaxis.labels():
+            x = xaxis(v)
+            out.append(f'<line class="grid" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(top)}" y2="{_f(bottom_y)}"/>')
+            out.append(f'<line class="axis" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(bottom_y)}" y2="{_f(bottom_y + 5)}"/>')
+            out.append(f'<text class="tick" x="{_f(x)}" y="{_f(bottom_y + 19)}" text-anchor="middle">{escape(t)}</text>')
+        for s_i, name in enumerate(names):
+            color = PALETTE[list(plot.series).index(name) % len(PALETTE)]
+            pts = sorted(plot.series[name], key=lambda p: float(p.x))
+            if plot.kind == "line" and len(pts) > 1:
+                path = " ".join(f"{_f(xaxis(float(p.x)))},{_f(yaxis(p.y))}" for p in pts)
+                out.append(f'<polyline class="series-line" points="{path}" fill="none" stroke="{color}" '
+                           f'stroke-width="2.2"/>')
+            for p in pts:
+                x = xaxis(float(p.x))
+                if p.y_low is not None and p.y_high is not None:
+                    out.append(_errorbar(x, yaxis(p.y_low), yaxis(p.y_high), 5, color))
+                tip = f"<title>{escape(_point_tip(name, p))}</title>"
+                out.append(f'<g class="point">{tip}{_marker(MARKERS[s_i % len(MARKERS)], x, yaxis(p.y), color)}</g>')
+    out.append(legend_svg)
+    out.append("</svg>")
+    return "".join(out)

@@ -1,0 +1,23 @@
+"""Reading runs stored by earlier versions: what changed, mapped onto today's model.
+
+Model version 1 stored durations in seconds under `*_s` names (connect_s, duration_s...) beside
+others in milliseconds; version 2 keeps every duration in milliseconds (`*_ms`), as the metric
+catalogues declare. Rates (`*_per_s`) keep their names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def upgrade_metrics(study: str, metrics: Mapping[str, Any], version: int) -> Mapping[str, Any]:
+    if version >= 2:
+        return metrics
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if key.endswith("_s") and not key.endswith("_per_s") and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            out[key[:-2] + "_ms"] = value * 1000.0
+        else:
+            out[key] = value
+    return out

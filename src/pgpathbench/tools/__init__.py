@@ -1,0 +1,1 @@
+"""Measuring tools below the studies: the measured spawn, pgbench, the psql COPY reference."""

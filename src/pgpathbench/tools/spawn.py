@@ -1,0 +1,135 @@
+"""The one way a study runs an external program it measures (a client, psql, pgbench).
+
+`spawn_measured` runs it to completion as our child, killed with its session if we die, time out
+or are interrupted, and returns what it printed with what only the outside sees: wall time from
+fork to exit, CPU (user, system) and peak resident set from the kernel's accounting of the program
+alone (wait4 in pgpb_measure, clients/measure/pgpb_measure.c, a small C program that forks it:
+forked straight from this Python process, its peak RSS would include the pages it shares with us
+until exec).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import UserError
+from ..procs import die_with_parent
+
+REPO = Path(__file__).resolve().parents[3]
+MEASURE = REPO / ".tools" / "clients" / "pgpb_measure"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A finished child: what it printed and what the kernel accounted for it."""
+    args: tuple[str, ...]
+    returncode: int            # negative: killed by that signal
+    stdout: str
+    stderr: str
+    wall_s: float              # fork to exit, as seen by the tool
+    user_s: float              # CPU of the program (all its threads)
+    sys_s: float
+    peak_rss_kib: int          # ru_maxrss: its largest resident set, KiB
+    timed_out: bool = False
+
+
+def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
+                   stdout: int | None = subprocess.PIPE) -> Measured:
+    """Run args to completion as our child and measure it: wall time here, CPU and peak RSS from
+    wait4 in pgpb_measure (clients/measure/pgpb_measure.c), which forks the program from a small
+    process so that its peak RSS is its own, not the pages of this Python process it would share
+    between fork and exec. Killed with its session if we die, time out or are interrupted.
+    stdout=subprocess.DEVNULL sends its output to /dev/null directly (e.g. psql's COPY text)."""
+    if not MEASURE.is_file():
+        raise UserError(f"{MEASURE} is missing; run scripts/build-clients (make bootstrap does)")
+    report_r, report_w = os.pipe()
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.Popen([str(MEASURE), str(report_w), *args], stdin=subprocess.DEVNULL, stdout=stdout,
+                                stderr=subprocess.PIPE, env=env, pass_fds=(report_w,),
+                                preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True)
+    except BaseException:
+        os.close(report_r)
+        raise
+    finally:
+        os.close(report_w)
+    timed_out, lock, reaped = threading.Event(), threading.Lock(), []
+
+    def kill() -> None:
+        with lock:              # never signal a pid that was reaped (and could be reused)
+            if not reaped:
+                timed_out.set()
+                _kill_session(proc.pid)
+
+    watchdog = threading.Timer(timeout, kill)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        out, err, report = _read_all([proc.stdout.fileno() if proc.stdout else None, proc.stderr.fileno(),
+                                      report_r])
+        _, status, _ = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        with lock:
+            reaped.append(True)
+    except BaseException:
+        _kill_session(proc.pid)
+        _reap(proc)
+        raise
+    finally:
+        watchdog.cancel()
+        for f in (proc.stdout, proc.stderr):
+            if f is not None:
+                f.close()
+        os.close(report_r)
+    proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: Popen must not wait again
+    text = err.decode(errors="replace")
+    fields = report.decode().split()
+    if proc.returncode != 0 or len(fields) != 4:
+        if timed_out.is_set():
+            return Measured(tuple(args), -signal.SIGKILL, out.decode(errors="replace"), text, wall, 0.0, 0.0, 0,
+                            True)
+        raise RuntimeError(f"pgpb_measure failed (exit {proc.returncode}): {text.strip()[-300:]}")
+    returncode = os.waitstatus_to_exitcode(int(fields[0]))
+    return Measured(tuple(args), returncode, out.decode(errors="replace"), text, wall, float(fields[2]),
+                    float(fields[3]), int(fields[1]), timed_out.is_set())
+
+
+def _kill_session(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    try:
+        _, status, _ = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    except ChildProcessError:
+        pass
+
+
+def _read_all(fds: list[int | None]) -> list[bytes]:
+    """Every given pipe to EOF, without threads: the child never blocks on a full pipe."""
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in fds if fd is not None}
+    with selectors.DefaultSelector() as sel:
+        for fd in chunks:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            for key, _ in sel.select():
+                data = os.read(key.fd, 65536)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    sel.unregister(key.fd)
+    return [b"".join(chunks[fd]) if fd is not None else b"" for fd in fds]
+
+

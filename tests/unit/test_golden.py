@@ -1,0 +1,97 @@
+"""Golden runs: runs stored by an earlier version (tests/golden/STUDY.export.json, exported by it)
+and that version's own renderings (STUDY.report.md, STUDY.export.csv). Today's code reads the
+same stored run into the result model and must say the same numbers: every row of every table
+of the earlier report is found, cell for cell, in the table of the same title today (tables may
+gain columns and rows, never lose or change a figure), and the export carries the same
+measurements (durations renamed to milliseconds, as model version 2 stores them)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pgpathbench.report import assemble, export, render
+from pgpathbench.results.model import RunResult
+from pgpathbench.results.upgrade import upgrade_metrics
+from pgpathbench.studies import STUDIES
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+RUNS = sorted(p.name.removesuffix(".export.json") for p in GOLDEN.glob("*.export.json"))
+# Tables of the run as a whole, not of a study: today's shared code tables them (header, failures).
+SHARED = ("Run", "Failed measurements")
+
+
+def load(study: str) -> tuple[dict, RunResult]:
+    doc = json.loads((GOLDEN / f"{study}.export.json").read_text())
+    return doc, RunResult.from_export(doc)
+
+
+def markdown_tables(text: str) -> dict[str, list[list[str]]]:
+    """'### title' + a pipe table -> title: rows of cells (the header row first)."""
+    tables: dict[str, list[list[str]]] = {}
+    title = None
+    for line in text.splitlines():
+        if line.startswith("### "):
+            title = line[4:].strip()
+            tables[title] = []
+        elif title and line.startswith("|") and not set(line) <= set("|-: "):
+            cells = [c.strip().replace("\\|", "|") for c in line.strip().strip("|").split(" | ")]
+            tables[title].append(cells)
+    return tables
+
+
+def test_there_are_golden_runs():
+    assert {"fdw-overhead", "remote-sampling", "file-fdw-tpch", "interfaces"} <= set(RUNS)
+
+
+@pytest.mark.parametrize("study", RUNS)
+def test_every_figure_of_the_earlier_report_is_reported_today(study):
+    _, run = load(study)
+    old = markdown_tables((GOLDEN / f"{study}.report.md").read_text())
+    new = markdown_tables(render.to_markdown(assemble.tables(run, STUDIES)))
+    for title, rows in old.items():
+        if title.startswith(SHARED):
+            continue
+        assert title in new, f"{study}: table '{title}' is gone; today's: {list(new)}"
+        for row in rows[1:]:
+            want = Counter(c for c in row if c not in ("", "—"))
+            assert any(not (want - Counter(r)) for r in new[title][1:]), \
+                f"{study}: '{title}': no row today has every cell of {row}"
+
+
+@pytest.mark.parametrize("study", RUNS)
+def test_failed_measurements_are_tabled_once_with_every_failure(study):
+    doc, run = load(study)
+    failed = [m for m in doc["measurements"] if not m["ok"]]
+    titles = [t.title for t in assemble.tables(run, STUDIES) if t.title.startswith("Failed measurements")]
+    assert len(titles) == (1 if failed else 0)
+    assert run.counts()[1] == len(failed)
+
+
+@pytest.mark.parametrize("study", RUNS)
+def test_export_carries_the_same_measurements(study):
+    doc, run = load(study)
+    new = json.loads(export.to_json(run))
+    assert new["format_version"] == 2 and new["run"] == doc["run"] and new["link_probes"] == doc["link_probes"]
+    assert len(new["measurements"]) == len(doc["measurements"])
+    for old, now in zip(doc["measurements"], new["measurements"]):
+        assert now == {**old, "metrics": dict(upgrade_metrics(old["study"], old["metrics"], 1)), "path": None}
+
+
+@pytest.mark.parametrize("study", RUNS)
+def test_csv_export_has_the_same_rows(study):
+    _, run = load(study)
+    old = list(csv.DictReader(io.StringIO((GOLDEN / f"{study}.export.csv").read_text())))
+    new = list(csv.DictReader(io.StringIO(export.to_csv(run))))
+    assert [(r["case_id"], r["round"], r["ok"]) for r in old] == [(r["case_id"], r["round"], r["ok"]) for r in new]
+    for a, b in zip(old, new):
+        for key, value in a.items():
+            if key in b:
+                assert b[key] == value, (key, a["case_id"])
+            elif key.endswith("_s") and value:
+                assert float(b[key[:-2] + "_ms"]) == pytest.approx(float(value) * 1000)
