@@ -18,8 +18,7 @@ from . import __version__
 from .errors import Interrupted, UserError
 from .matrix import Preset
 from .files import write_atomically
-from .report import Table
-from .report import export, present, render
+from .report import present
 from .servers.topology import require_proxy
 from .studies import STUDIES, get as get_study
 from .studies.base import StudyOptions
@@ -186,24 +185,7 @@ def cmd_run(args, out: Console, err: Console) -> int:
 
 
 def cmd_studies(args, out: Console, err: Console) -> int:
-    if args.format == "json":
-        import json
-        out.print_json(json.dumps([{
-            "name": s.name, "title": s.title, "seeds": list(s.seeds),
-            "dimensions": {d.name: {"values": list(d.values) or None, "default": list(s.default_dims[d.name]),
-                                    "help": d.help} for d in s.dimensions.values()},
-            "parameters": {p.name: p.help for p in s.parameters.values()},
-            "presets": {p.name: {"help": p.help, "repeat": p.repeat, **p.params} for p in s.presets.values()},
-        } for s in STUDIES.values()]))
-        return 0
-    for s in STUDIES.values():
-        rows = [[f"dimension {d.name}", ",".join(d.values) or "(any)", ",".join(s.default_dims[d.name]), d.help]
-                for d in s.dimensions.values()]
-        rows += [[f"parameter {p.name}", "", str(p.default) if p.default is not None else "(preset)", p.help]
-                 for p in s.parameters.values()]
-        rows += [[f"preset {p.name}", "", f"{p.repeat} rounds", p.help] for p in s.presets.values()]
-        render.to_terminal([Table(f"{s.name}: {s.title} (seeds {', '.join(s.seeds)})",
-                                  ["", "values", "default", "meaning"], rows)], out)
+    present.print_studies(STUDIES.values(), args.format, out)
     return 0
 
 
@@ -211,13 +193,7 @@ def cmd_runs(args, out: Console, err: Console) -> int:
     ws, bins = _context(args)
     with _store(args, ws, bins) as store:
         runs = store.runs()
-    if args.format == "json":
-        out.out(export.runs_to_json(runs), highlight=False)
-        return 0
-    rows = [[r["run_id"], ",".join(r["studies"]), r["preset"], r["status"], r["started_at"].strftime("%Y-%m-%d %H:%M:%S"),
-             r["measurements"], r["errors"]] for r in runs]
-    render.to_terminal([Table("Stored runs", ["run", "studies", "preset", "status", "started", "measurements",
-                                              "errors"], rows, [] if rows else ["No runs yet."], align_left=5)], out)
+    present.print_runs(runs, args.format, out)
     return 0
 
 
@@ -299,7 +275,7 @@ def cmd_doctor(args, out: Console, err: Console) -> int:
     from .doctor import checks
     rows, ok = checks(_opt(args, "workspace"), _opt(args, "server_user"), _opt(args, "pg_bindir"),
                       _opt(args, "results_dsn"))
-    render.to_terminal([Table("pgpathbench doctor", ["check", "status", "detail"], rows, align_left=3)], out)
+    present.print_doctor(rows, out)
     return 0 if ok else 1
 
 

@@ -5,6 +5,7 @@ import copy
 import pytest
 
 from pgpathbench.compare import compare, environment_differences, major_minor
+from pgpathbench.results.model import RunResult
 from pgpathbench.studies import STUDIES
 
 
@@ -76,7 +77,9 @@ def test_compare_table_rows_and_verdicts():
     ms_b = [measurement("ro:local:1", r, v) for r, v in enumerate([100, 101, 102, 103], 1)]
     ms_b += [measurement("ro:fdw_local:1", r, v) for r, v in enumerate([60, 61, 62, 63], 1)]
     ms_b += [measurement("ro:fdw_external:1", 1, 10)]
-    tables, plots = compare(run(), ms_a, run("B"), ms_b, STUDIES)
+    result_a = RunResult.from_rows({**run(), "studies": ["fdw-overhead"]}, [], ms_a, [])
+    result_b = RunResult.from_rows({**run("B"), "studies": ["fdw-overhead"]}, [], ms_b, [])
+    tables, plots = compare(result_a, result_b, STUDIES)
     (t,) = tables
     rows = {r[0]: r for r in t.rows}
     assert set(rows) == {"ro:local:1", "ro:fdw_local:1"}

@@ -3,12 +3,13 @@ one HTML page of several runs, a comparison. The CLI only parses and dispatches 
 
 from __future__ import annotations
 
+import json
 from typing import Mapping, Sequence
 
 from rich.console import Console
 
 from ..results.model import RunResult
-from . import assemble, export, render
+from . import Table, assemble, export, render
 
 
 def print_report(run: RunResult, fmt: str, out: Console, studies: Mapping, wide: bool = False) -> None:
@@ -49,3 +50,44 @@ def print_comparison(run_a: RunResult, run_b: RunResult, studies: Mapping, diffe
     from ..compare import compare
     tables, _ = compare(run_a, run_b, studies, differences)
     render.to_terminal(tables, out)
+
+
+def print_studies(studies, fmt: str, out: Console) -> None:
+    """The studies: dimensions, parameters, presets and metric catalogue (table or json)."""
+    if fmt == "json":
+        out.print_json(json.dumps([{
+            "name": s.name, "title": s.title, "seeds": list(s.seeds),
+            "dimensions": {d.name: {"values": list(d.values) or None, "default": list(s.default_dims[d.name]),
+                                    "help": d.help} for d in s.dimensions.values()},
+            "parameters": {p.name: p.help for p in s.parameters.values()},
+            "presets": {p.name: {"help": p.help, "repeat": p.repeat, **p.params} for p in s.presets.values()},
+            "metrics": {m.name: {"unit": m.unit, "better": m.better, "meaning": m.meaning}
+                        for m in s.metrics.values()},
+            "primary_metric": s.primary_metric,
+        } for s in studies]))
+        return
+    for s in studies:
+        rows = [[f"dimension {d.name}", ",".join(d.values) or "(any)", ",".join(s.default_dims[d.name]), d.help]
+                for d in s.dimensions.values()]
+        rows += [[f"parameter {p.name}", "", str(p.default) if p.default is not None else "(preset)", p.help]
+                 for p in s.parameters.values()]
+        rows += [[f"preset {p.name}", "", f"{p.repeat} rounds", p.help] for p in s.presets.values()]
+        rows += [[f"metric {m.name}" + (" (primary)" if m.name == s.primary_metric else ""), m.unit,
+                  f"{m.better} is better" if m.better != "none" else "", m.meaning] for m in s.metrics.values()]
+        render.to_terminal([Table(f"{s.name}: {s.title} (seeds {', '.join(s.seeds)})",
+                                  ["", "values", "default", "meaning"], rows)], out)
+
+
+def print_runs(runs: list[dict], fmt: str, out: Console) -> None:
+    """The stored runs (table or json)."""
+    if fmt == "json":
+        out.out(export.runs_to_json(runs), highlight=False)
+        return
+    rows = [[r["run_id"], ",".join(r["studies"]), r["preset"], r["status"], r["started_at"].strftime("%Y-%m-%d %H:%M:%S"),
+             r["measurements"], r["errors"]] for r in runs]
+    render.to_terminal([Table("Stored runs", ["run", "studies", "preset", "status", "started", "measurements",
+                                              "errors"], rows, [] if rows else ["No runs yet."], align_left=5)], out)
+
+
+def print_doctor(rows: list[list], out: Console) -> None:
+    render.to_terminal([Table("pgpathbench doctor", ["check", "status", "detail"], rows, align_left=3)], out)
