@@ -177,130 +177,218 @@ def _legend(names: Sequence[str], kind: str, width: float, x0: float, y0: float)
     return f'<g class="legend">{"".join(parts)}</g>', y + row_h - y0
 
 
+def _line(cls: str, x1: float, x2: float, y1: float, y2: float) -> str:
+    return f'<line class="{cls}" x1="{_f(x1)}" x2="{_f(x2)}" y1="{_f(y1)}" y2="{_f(y2)}"/>'
+
+
+def _color(plot: Plot, name: str) -> str:
+    # By position among all series, empty ones included. _legend counts only the drawn ones: after an empty
+    # series the legend's colours and the chart's disagree (kept as is: svg_plot's output is pinned by golden files).
+    return PALETTE[list(plot.series).index(name) % len(PALETTE)]
+
+
+# -- layout ---------------------------------------------------------------------------------------
+@dataclass
+class _Bands:
+    """A categorical x axis: one band per category, in the order the categories first appear."""
+    labels: list[str]
+    width: float
+    rotate: bool         # the longest label does not fit its band: all are slanted
+    ticks_h: float       # height of the labels under the plotting area
+
+
+@dataclass
+class _Layout:
+    """Where a chart's parts go: the plotting area (pixels), the whole height, and the axes' scales."""
+    left: float
+    top: float
+    plot_w: float
+    plot_h: float
+    height: float
+    y: _Axis
+    log_y: bool          # asked for and possible; said in the y title
+    x: _Axis | _Bands
+
+    @property
+    def right(self) -> float:
+        return self.left + self.plot_w
+
+    @property
+    def bottom(self) -> float:
+        return self.top + self.plot_h
+
+
+def _y_axis(plot: Plot, points: Sequence[Point]) -> tuple[_Axis, bool]:
+    """The y axis covers values, intervals and the reference line; log only when all of them are positive."""
+    ys = [v for p in points for v in (p.y, p.y_low, p.y_high) if v is not None]
+    if plot.ref_y is not None:
+        ys.append(plot.ref_y)
+    log_y = bool(plot.log_y and ys and min(ys) > 0)
+    # Bars and lines of positive values start at 0 (a bar's length is its value); scatter fits its points.
+    from_zero = plot.kind == "bar" or (min(ys, default=0) >= 0 and not log_y and plot.kind != "scatter")
+    return _axis(ys, log_y, from_zero=from_zero), log_y
+
+
+def _bands(points: Sequence[Point], plot_w: float) -> _Bands:
+    labels = list(dict.fromkeys(str(p.x) for p in points))
+    band = plot_w / max(len(labels), 1)
+    longest = max((_text_width(c) for c in labels), default=0)
+    rotate = longest > band - 8
+    return _Bands(labels, band, rotate, (longest * 0.6 + 24) if rotate else 24)
+
+
+def _x_axis(plot: Plot, points: Sequence[Point], p0: float, p1: float) -> _Axis:
+    xs = [float(p.x) for p in points]
+    log_x = bool(plot.log_x and xs and min(xs) > 0)
+    return _axis(xs, log_x, from_zero=min(xs, default=0) >= 0 and not log_x, p0=p0, p1=p1, target=8)
+
+
+def _layout(plot: Plot, points: Sequence[Point], legend_h: float, width: int) -> _Layout:
+    """Top to bottom: legend, plotting area, x ticks, x title; the widest y tick label sets the left margin."""
+    yaxis, log_y = _y_axis(plot, points)
+    left = 30 + max((_text_width(t) for _, t in yaxis.labels()), default=20) + 14
+    plot_w = width - left - 24
+    top = 8 + legend_h + 12
+    plot_h = HEIGHT - 90
+    yaxis.p0, yaxis.p1 = top + plot_h, top
+    x: _Axis | _Bands
+    if plot.kind == "bar" or any(isinstance(p.x, str) for p in points):
+        x = _bands(points, plot_w)
+        ticks_h = x.ticks_h
+    else:
+        # inset, so that points at the ends of the x range do not sit on the y axis
+        x, ticks_h = _x_axis(plot, points, left + 12, left + plot_w - 12), 24
+    return _Layout(left, top, plot_w, plot_h, top + plot_h + ticks_h + 34, yaxis, log_y, x)
+
+
+# -- chart parts ----------------------------------------------------------------------------------
+def _frame(plot: Plot, lay: _Layout) -> list[str]:
+    """Horizontal grid with the y tick labels, both axis lines and both axis titles."""
+    out = [_line("grid minor", lay.left, lay.right, lay.y(v), lay.y(v)) for v in lay.y.minors]
+    for v, t in lay.y.labels():
+        y = lay.y(v)
+        out.append(_line("grid", lay.left, lay.right, y, y))
+        out.append(f'<text class="tick" x="{_f(lay.left - 8)}" y="{_f(y + 4.5)}" text-anchor="end">{escape(t)}</text>')
+    out.append(_line("axis", lay.left, lay.left, lay.top, lay.bottom))
+    out.append(_line("axis", lay.left, lay.right, lay.bottom, lay.bottom))
+    y_title = plot.y_label + (" (log scale)" if lay.log_y else "")
+    out.append(f'<text class="axis-label" transform="translate(18,{_f(lay.top + lay.plot_h / 2)}) rotate(-90)" '
+               f'text-anchor="middle" font-size="{LABEL_PX}">{escape(y_title)}</text>')
+    x_title = plot.x_label + (" (log scale)" if isinstance(lay.x, _Axis) and lay.x.log else "")
+    out.append(f'<text class="axis-label" x="{_f(lay.left + lay.plot_w / 2)}" y="{_f(lay.height - 10)}" '
+               f'text-anchor="middle" font-size="{LABEL_PX}">{escape(x_title)}</text>')
+    return out
+
+
+def _x_tick(lay: _Layout, x: float, text: str, rotate: bool = False) -> list[str]:
+    """A tick mark under the x axis and its label, slanted when labels are too long for their room."""
+    if rotate:
+        label = (f'<text class="tick" transform="translate({_f(x)},{_f(lay.bottom + 16)}) rotate(-35)" '
+                 f'text-anchor="end">{escape(text)}</text>')
+    else:
+        label = f'<text class="tick" x="{_f(x)}" y="{_f(lay.bottom + 19)}" text-anchor="middle">{escape(text)}</text>'
+    return [_line("axis", x, x, lay.bottom, lay.bottom + 5), label]
+
+
+def _band_ticks(lay: _Layout, bands: _Bands) -> list[str]:
+    """A separator between bands, each category's label under the middle of its band."""
+    out = []
+    for i, label in enumerate(bands.labels):
+        if i:
+            x = lay.left + bands.width * i
+            out.append(_line("band", x, x, lay.top, lay.bottom))
+        out += _x_tick(lay, lay.left + bands.width * (i + 0.5), label, bands.rotate)
+    return out
+
+
+def _numeric_ticks(lay: _Layout, xaxis: _Axis) -> list[str]:
+    out = []
+    for v, t in xaxis.labels():
+        x = xaxis(v)
+        out.append(_line("grid", x, x, lay.top, lay.bottom))
+        out += _x_tick(lay, x, t)
+    return out
+
+
+def _point(series: str, p: Point, x: float, yaxis: _Axis, cap: float, color: str, shape: str) -> list[str]:
+    """A marker with its tooltip, drawn over its error bar (if it has one)."""
+    out = []
+    if p.y_low is not None and p.y_high is not None:
+        out.append(_errorbar(x, yaxis(p.y_low), yaxis(p.y_high), cap, color))
+    tip = f"<title>{escape(_point_tip(series, p))}</title>"
+    out.append(f'<g class="point">{tip}{_marker(shape, x, yaxis(p.y), color)}</g>')
+    return out
+
+
+def _bar(series: str, p: Point, x: float, slot_w: float, color: str, lay: _Layout) -> list[str]:
+    """A bar from 0 (the bottom, on a log axis), its error bar, and its value above when that fits the bar's width."""
+    y0 = lay.y(0.0) if not lay.y.log else lay.y.p0
+    y = lay.y(p.y)
+    bw = slot_w * 0.88
+    tip = f"<title>{escape(_point_tip(series, p))}</title>"
+    out = [f'<rect class="bar" x="{_f(x - bw / 2)}" y="{_f(min(y, y0))}" width="{_f(bw)}" '
+           f'height="{_f(max(abs(y0 - y), 0.5))}" fill="{color}">{tip}</rect>']
+    if p.y_low is not None and p.y_high is not None:
+        # dark, not the bar's colour: it must show over the bar
+        out.append(_errorbar(x, lay.y(p.y_low), lay.y(p.y_high), min(slot_w * 0.25, 7), "#1a1a1a"))
+    label = format_number(p.y)
+    if _text_width(label, 11) <= slot_w + 2:
+        top_y = min(lay.y(p.y), lay.y(p.y_high) if p.y_high is not None else lay.bottom)
+        out.append(f'<text class="value" x="{_f(x)}" y="{_f(top_y - 5)}" text-anchor="middle" '
+                   f'font-size="11">{escape(label)}</text>')
+    return out
+
+
+def _band_marks(plot: Plot, names: Sequence[str], lay: _Layout, bands: _Bands) -> list[str]:
+    """Bars or points side by side in each category's band, one slot per series, centred in the band."""
+    slots = max(len(names), 1)
+    inner = bands.width * (0.82 if plot.kind == "bar" else 0.6)
+    slot_w = min(inner / slots, 110 if plot.kind == "bar" else 60)   # no slabs for few bars
+    inner = slot_w * slots
+    out = []
+    for s_i, name in enumerate(names):
+        color = _color(plot, name)
+        for p in plot.series[name]:
+            c_i = bands.labels.index(str(p.x))
+            x = lay.left + bands.width * c_i + (bands.width - inner) / 2 + slot_w * (s_i + 0.5)
+            if plot.kind == "bar":
+                out += _bar(name, p, x, slot_w, color, lay)
+            else:
+                out += _point(name, p, x, lay.y, min(slot_w * 0.25, 7), color, MARKERS[s_i % len(MARKERS)])
+    return out
+
+
+def _series_marks(plot: Plot, names: Sequence[str], lay: _Layout, xaxis: _Axis) -> list[str]:
+    """Points at numeric x, and for a line chart each series' points joined in x order."""
+    out = []
+    for s_i, name in enumerate(names):
+        color = _color(plot, name)
+        pts = sorted(plot.series[name], key=lambda p: float(p.x))
+        if plot.kind == "line" and len(pts) > 1:
+            path = " ".join(f"{_f(xaxis(float(p.x)))},{_f(lay.y(p.y))}" for p in pts)
+            out.append(f'<polyline class="series-line" points="{path}" fill="none" stroke="{color}" '
+                       f'stroke-width="2.2"/>')
+        for p in pts:
+            out += _point(name, p, xaxis(float(p.x)), lay.y, 5, color, MARKERS[s_i % len(MARKERS)])
+    return out
+
+
 def svg_plot(plot: Plot, width: int = WIDTH) -> str:
     """The chart as an inline <svg> element (no xmlns needed inside HTML)."""
     names = [n for n, pts in plot.series.items() if pts]
-    points = [(i, n, p) for i, n in enumerate(plot.series) for p in plot.series[n] if n in names]
-    categorical = plot.kind == "bar" or any(isinstance(p.x, str) for _, _, p in points)
-
-    # Vertical layout: legend on top, then the plotting area, then x ticks and the x label.
+    points = [p for n in names for p in plot.series[n]]
     legend_svg, legend_h = _legend(names, plot.kind, width - 90, 70, 8)
-    ys = [v for _, _, p in points for v in (p.y, p.y_low, p.y_high) if v is not None]
-    if plot.ref_y is not None:
-        ys.append(plot.ref_y)
-    log_y = plot.log_y and ys and min(ys) > 0
-    yaxis = _axis(ys, bool(log_y), from_zero=plot.kind == "bar" or (min(ys, default=0) >= 0 and not log_y
-                                                                         and plot.kind != "scatter"))
-    y_labels = yaxis.labels()
-    left = 30 + max((_text_width(t) for _, t in y_labels), default=20) + 14
-    right = 24
-    plot_w = width - left - right
-
-    categories: list[str] = []
-    if categorical:
-        for _, _, p in points:
-            if str(p.x) not in categories:
-                categories.append(str(p.x))
-        band = plot_w / max(len(categories), 1)
-        longest = max((_text_width(c) for c in categories), default=0)
-        rotate = longest > band - 8
-        x_ticks_h = (longest * 0.6 + 24) if rotate else 24
-    else:
-        xs = [float(p.x) for _, _, p in points]
-        log_x = plot.log_x and xs and min(xs) > 0
-        xaxis = _axis(xs, bool(log_x), from_zero=min(xs, default=0) >= 0 and not log_x, target=8)
-        rotate = False
-        x_ticks_h = 24
-    top = 8 + legend_h + 12
-    plot_h = HEIGHT - 90
-    bottom_y = top + plot_h
-    height = bottom_y + x_ticks_h + 34
-    yaxis.p0, yaxis.p1 = bottom_y, top
-
-    out = [f'<svg class="chart" viewBox="0 0 {width} {_f(height)}" width="{width}" height="{_f(height)}" '
+    lay = _layout(plot, points, legend_h, width)
+    out = [f'<svg class="chart" viewBox="0 0 {width} {_f(lay.height)}" width="{width}" height="{_f(lay.height)}" '
            f'role="img" aria-label="{escape(plot.title)}" font-size="{FONT_PX}">',
            f'<title>{escape(plot.title)}</title>']
-    # grid and y axis
-    for v in yaxis.minors:
-        out.append(f'<line class="grid minor" x1="{_f(left)}" x2="{_f(left + plot_w)}" y1="{_f(yaxis(v))}" '
-                   f'y2="{_f(yaxis(v))}"/>')
-    for v, t in y_labels:
-        y = yaxis(v)
-        out.append(f'<line class="grid" x1="{_f(left)}" x2="{_f(left + plot_w)}" y1="{_f(y)}" y2="{_f(y)}"/>')
-        out.append(f'<text class="tick" x="{_f(left - 8)}" y="{_f(y + 4.5)}" text-anchor="end">{escape(t)}</text>')
-    out.append(f'<line class="axis" x1="{_f(left)}" x2="{_f(left)}" y1="{_f(top)}" y2="{_f(bottom_y)}"/>')
-    out.append(f'<line class="axis" x1="{_f(left)}" x2="{_f(left + plot_w)}" y1="{_f(bottom_y)}" y2="{_f(bottom_y)}"/>')
-    y_title = plot.y_label + (" (log scale)" if log_y else "")
-    out.append(f'<text class="axis-label" transform="translate(18,{_f(top + plot_h / 2)}) rotate(-90)" '
-               f'text-anchor="middle" font-size="{LABEL_PX}">{escape(y_title)}</text>')
-    x_title = plot.x_label + (" (log scale)" if not categorical and xaxis.log else "")
-    out.append(f'<text class="axis-label" x="{_f(left + plot_w / 2)}" y="{_f(height - 10)}" text-anchor="middle" '
-               f'font-size="{LABEL_PX}">{escape(x_title)}</text>')
-
+    out += _frame(plot, lay)
     if plot.ref_y is not None:
-        y = yaxis(plot.ref_y)
-        out.append(f'<line class="ref" x1="{_f(left)}" x2="{_f(left + plot_w)}" y1="{_f(y)}" y2="{_f(y)}"/>')
-
-    if categorical:
-        for c_i, c in enumerate(categories):
-            cx = left + band * (c_i + 0.5)
-            if c_i:
-                out.append(f'<line class="band" x1="{_f(left + band * c_i)}" x2="{_f(left + band * c_i)}" '
-                           f'y1="{_f(top)}" y2="{_f(bottom_y)}"/>')
-            out.append(f'<line class="axis" x1="{_f(cx)}" x2="{_f(cx)}" y1="{_f(bottom_y)}" y2="{_f(bottom_y + 5)}"/>')
-            if rotate:
-                out.append(f'<text class="tick" transform="translate({_f(cx)},{_f(bottom_y + 16)}) rotate(-35)" '
-                           f'text-anchor="end">{escape(c)}</text>')
-            else:
-                out.append(f'<text class="tick" x="{_f(cx)}" y="{_f(bottom_y + 19)}" text-anchor="middle">'
-                           f'{escape(c)}</text>')
-        slots = len(names)
-        inner = band * (0.82 if plot.kind == "bar" else 0.6)
-        slot_w = min(inner / max(slots, 1), 110 if plot.kind == "bar" else 60)   # no slabs for few bars
-        inner = slot_w * max(slots, 1)
-        for s_i, name in enumerate(names):
-            color = PALETTE[list(plot.series).index(name) % len(PALETTE)]
-            for p in plot.series[name]:
-                c_i = categories.index(str(p.x))
-                x = left + band * c_i + (band - inner) / 2 + slot_w * (s_i + 0.5)
-                tip = f"<title>{escape(_point_tip(name, p))}</title>"
-                if plot.kind == "bar":
-                    y0 = yaxis(0.0) if not yaxis.log else yaxis.p0
-                    y = yaxis(p.y)
-                    bw = slot_w * 0.88
-                    out.append(f'<rect class="bar" x="{_f(x - bw / 2)}" y="{_f(min(y, y0))}" width="{_f(bw)}" '
-                               f'height="{_f(max(abs(y0 - y), 0.5))}" fill="{color}">{tip}</rect>')
-                if p.y_low is not None and p.y_high is not None:
-                    err_color = "#1a1a1a" if plot.kind == "bar" else color
-                    out.append(_errorbar(x, yaxis(p.y_low), yaxis(p.y_high), min(slot_w * 0.25, 7), err_color))
-                if plot.kind != "bar":      # the marker over its error bar
-                    out.append(f'<g class="point">{tip}{_marker(MARKERS[s_i % len(MARKERS)], x, yaxis(p.y), color)}</g>')
-                if plot.kind == "bar":
-                    label = format_number(p.y)
-                    if _text_width(label, 11) <= slot_w + 2:
-                        top_y = min(yaxis(p.y), yaxis(p.y_high) if p.y_high is not None else bottom_y)
-                        out.append(f'<text class="value" x="{_f(x)}" y="{_f(top_y - 5)}" text-anchor="middle" '
-                                   f'font-size="11">{escape(label)}</text>')
+        y = lay.y(plot.ref_y)
+        out.append(_line("ref", lay.left, lay.right, y, y))
+    if isinstance(lay.x, _Bands):
+        out += _band_ticks(lay, lay.x) + _band_marks(plot, names, lay, lay.x)
     else:
-        xaxis.p0, xaxis.p1 = left + 12, left + plot_w - 12
-        for v, t in xaxis.labels():
-            x = xaxis(v)
-            out.append(f'<line class="grid" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(top)}" y2="{_f(bottom_y)}"/>')
-            out.append(f'<line class="axis" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(bottom_y)}" y2="{_f(bottom_y + 5)}"/>')
-            out.append(f'<text class="tick" x="{_f(x)}" y="{_f(bottom_y + 19)}" text-anchor="middle">{escape(t)}</text>')
-        for s_i, name in enumerate(names):
-            color = PALETTE[list(plot.series).index(name) % len(PALETTE)]
-            pts = sorted(plot.series[name], key=lambda p: float(p.x))
-            if plot.kind == "line" and len(pts) > 1:
-                path = " ".join(f"{_f(xaxis(float(p.x)))},{_f(yaxis(p.y))}" for p in pts)
-                out.append(f'<polyline class="series-line" points="{path}" fill="none" stroke="{color}" '
-                           f'stroke-width="2.2"/>')
-            for p in pts:
-                x = xaxis(float(p.x))
-                if p.y_low is not None and p.y_high is not None:
-                    out.append(_errorbar(x, yaxis(p.y_low), yaxis(p.y_high), 5, color))
-                tip = f"<title>{escape(_point_tip(name, p))}</title>"
-                out.append(f'<g class="point">{tip}{_marker(MARKERS[s_i % len(MARKERS)], x, yaxis(p.y), color)}</g>')
-    out.append(legend_svg)
-    out.append("</svg>")
+        out += _numeric_ticks(lay, lay.x) + _series_marks(plot, names, lay, lay.x)
+    out += [legend_svg, "</svg>"]
     return "".join(out)
