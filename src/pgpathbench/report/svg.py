@@ -182,9 +182,8 @@ def _line(cls: str, x1: float, x2: float, y1: float, y2: float) -> str:
 
 
 def _color(plot: Plot, name: str) -> str:
-    # By position among all series, empty ones included. _legend counts only the drawn ones: after an empty
-    # series the legend's colours and the chart's disagree (kept as is: svg_plot's output is pinned by golden files).
-    return PALETTE[list(plot.series).index(name) % len(PALETTE)]
+    # By position among the drawn (non-empty) series, as the legend and the markers count them.
+    return PALETTE[[n for n, pts in plot.series.items() if pts].index(name) % len(PALETTE)]
 
 
 # -- layout ---------------------------------------------------------------------------------------
