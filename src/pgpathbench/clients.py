@@ -44,6 +44,10 @@ TIMES = ("connect_s", "exec_s", "fetch_s", "total_s")
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 MASK64 = (1 << 64) - 1
+# Every session of ours reading the seed tables runs without synchronized sequential scans: on a table
+# larger than a quarter of shared_buffers, a scan would start where another left off, and the same
+# query return its rows in another order (the checksum does not mind; a file of the rows would).
+SYNC_SCANS_OFF = "-c synchronize_seqscans=off"
 # connect + exec + fetch <= total, each printed with 6 decimals: rounding slack.
 ROUNDING_SLACK_S = 4e-6
 
@@ -94,6 +98,13 @@ def require_clients(names: Sequence[str], option: str = "--interface") -> None:
 
 def _which(program: str) -> bool:
     return any(os.access(Path(d) / program, os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep) if d)
+
+
+def session_env() -> dict[str, str]:
+    """The environment of a client or psql reading the seed tables: UTF-8, and SYNC_SCANS_OFF added to
+    PGOPTIONS (libpq and psql read it; the JDBC client passes it to pgjdbc as its options)."""
+    options = f"{os.environ.get('PGOPTIONS', '')} {SYNC_SCANS_OFF}".strip()
+    return {**os.environ, "PGCLIENTENCODING": "UTF8", "PGOPTIONS": options}
 
 
 # -- the measured spawn ---------------------------------------------------------------------
@@ -276,10 +287,11 @@ class ClientRun:
 def run_native_client(client: str, conninfo: str, sql: str, *, mode: str = "normal", keep: bool = True,
                       iterations: int = 1, print_rows: bool = False, dest: str = "/dev/null",
                       timeout: float = 600, jvm_options: Sequence[str] = (), env: dict | None = None) -> ClientRun:
-    """One run of a native client, measured; CaseError for any failure, with its message."""
+    """One run of a native client (in session_env() unless env is given), measured; CaseError for any
+    failure, with its message."""
     args = [*CLIENTS[client].command(jvm_options), "-c", conninfo, "-s", sql, "-k", "1" if keep else "0",
             "-n", str(iterations), "-p", "1" if print_rows else "0", "-o", dest, "-m", mode]
-    m = spawn_measured(args, timeout, env)
+    m = spawn_measured(args, timeout, session_env() if env is None else env)
     if m.timed_out:
         raise CaseError(f"{client} ({mode}) did not finish within {timeout:g} s and was killed")
     if m.returncode != 0:

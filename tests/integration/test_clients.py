@@ -2,7 +2,8 @@
 over the unix socket and TCP, connecting once and per iteration, printing or not, to /dev/null
 and to a file. Every run must return the same rows, bytes and checksum as psql's COPY of the
 same query, and a file destination must hold exactly COPY's text (clients/CONTRACT.md). The
-checksum does not depend on the order of the rows, but on every byte of each.
+checksum does not depend on the order of the rows, but on every byte of each; the sessions
+take PGOPTIONS (synchronize_seqscans=off in the studies), the JDBC client too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import REPO, contract_checksum
+from pgpathbench.clients import session_env
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
 from pgpathbench.servers.cluster import Cluster, free_port
@@ -90,8 +92,9 @@ def reference(server):
     return ref
 
 
-def run(client: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(CLIENTS[client][0] + list(args), capture_output=True, text=True, timeout=timeout)
+def run(client: str, *args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(CLIENTS[client][0] + list(args), capture_output=True, text=True, timeout=timeout,
+                          env=env)
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +188,23 @@ def test_checksum_changes_with_one_byte_of_one_row(ordered):
         if name == "changed":
             assert (o["rows"], o["bytes"], o["checksum"]) == \
                 (refs["changed"].rows, refs["changed"].bytes, refs["changed"].checksum), (client, mode)
+
+
+# -- PGOPTIONS: how the studies turn synchronized scans off (clients.session_env) ---------------------
+SETTING = "select current_setting('synchronize_seqscans')"
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_sessions_take_pgoptions(built, server, client, tmp_path):
+    """PGOPTIONS reaches the session (pgjdbc ignores it: the JDBC client passes it as its options),
+    and a conninfo's own options win over it, as in libpq."""
+    conninfo = server.conninfo(transport="tcp")
+    path = tmp_path / "setting.out"
+    for env, extra, expected in ((None, "", b"on\n"), (session_env(), "", b"off\n"),
+                                 (session_env(), " options='-c synchronize_seqscans=on'", b"on\n")):
+        res = run(client, "-c", conninfo + extra, "-s", SETTING, "-p", "1", "-o", str(path), env=env)
+        assert res.returncode == 0, res.stderr
+        assert path.read_bytes() == expected, (env and env["PGOPTIONS"], extra)
 
 
 def test_file_destination_holds_copy_text(results, reference):

@@ -28,7 +28,8 @@ what the seed could not show is kept beside it: the client's own connect, execut
 times, its CPU (user, system) and peak resident set from the kernel (os.wait4), rows/s and MB/s.
 Every client's rows, bytes and checksum (the sum of the FNV-1a of COPY's text of every row: row
 order does not matter) must equal psql's COPY of the same query, computed once before the first
-round: a client that returns other data fails the measurement, loudly.
+round: a client that returns other data fails the measurement, loudly. Every session of ours
+reads the tables with synchronize_seqscans off (clients.session_env).
 
 The analysis is the seed's, in SQL (store/schema.sql: the driver tables as views over each
 run's cases, testcases, testresults, vtestresults, ifmeth_cat_results, loccomm_cat_results and
@@ -50,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..clients import CLIENTS, RowChecksum, repeated_checksum, require_clients, run_native_client
+from ..clients import CLIENTS, RowChecksum, repeated_checksum, require_clients, run_native_client, session_env
 from ..errors import CaseError, UserError
 from ..matrix import Case, Dimension, Parameter, Preset, cross
 from ..procs import die_with_parent
@@ -174,8 +175,7 @@ class Reference:
 def copy_reference(psql: Path, conninfo: str, sql: str, timeout: float = 3600) -> Reference:
     """psql -c 'COPY (sql) TO STDOUT', streamed and hashed here (never held whole)."""
     proc = subprocess.Popen([str(psql), "-X", "-q", "-d", conninfo, "-c", f"COPY ({sql}) TO STDOUT"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PGCLIENTENCODING": "UTF8"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=session_env(),
                             preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True)
     checksum, rows, size = RowChecksum(), 0, 0
     deadline = time.monotonic() + timeout
@@ -287,6 +287,7 @@ class Interfaces:
                 for t in tables:
                     for statement in table_sql(t, sizes[t]):
                         conn.execute(statement)
+                    conn.execute("SET synchronize_seqscans = off")    # as every session of ours (session_env)
                     conn.execute(f"SELECT count(*) FROM {t}")     # read once: the cache is warm for round 1
 
         with ThreadPoolExecutor(max_workers=len(servers)) as pool:

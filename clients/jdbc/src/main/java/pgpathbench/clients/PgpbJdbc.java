@@ -234,6 +234,10 @@ public final class PgpbJdbc {
 
     static void buildUrl() throws Usage {
         props.setProperty("binaryTransfer", "false"); // text format everywhere, as every client
+        // libpq's PGOPTIONS, which pgjdbc ignores, as the default of its options: the conninfo's (or
+        // the JDBC URL's) options win over it, as they do in libpq.
+        String pgoptions = System.getenv("PGOPTIONS");
+        if (pgoptions != null && !pgoptions.isBlank()) props.setProperty("options", pgoptions);
         if (conninfo.startsWith("jdbc:postgresql:")) { // a JDBC URL is used as it is
             url = conninfo;
             return;
