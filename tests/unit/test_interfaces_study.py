@@ -6,19 +6,21 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import MASK64, contract_checksum, fnv1a_64
 from pgpathbench import clients
 from pgpathbench.clients import ClientOutputError, parse_client_json, spawn_measured
-from pgpathbench.errors import CaseError
+from pgpathbench.errors import CaseError, UserError
 from pgpathbench.references import (INTERFACES_CANDIDATE_RANKING, INTERFACES_LOCCOMM_DURATION,
                                     INTERFACES_LOCATION_RANKING, INTERFACES_STRATEGY_AVG_DURATION,
                                     INTERFACES_TESTCASE_DURATION)
 from pgpathbench.stats import Summary
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyOptions
+from pgpathbench.studies import interfaces
+from pgpathbench.studies.base import StudyEnv, StudyOptions
 from pgpathbench.studies.interfaces import (Reference, candidate_ranking, conndesc, location_ranking,
                                             normalised, numiter_text, records, row_bytes, seed_groups,
                                             seed_literal, seed_testcase, seed_testcase_key, table_sql)
@@ -191,6 +193,49 @@ def test_reference_repeats_the_checksum_over_iterations():
     assert ref.repeated(1) == (2, len(text), ref.checksum)
     big = Reference(10_000_000, 2_758_888_896, "ffffffffffffffff")             # -1: repeating wraps
     assert big.repeated(50_000)[2] == f"{(1 << 64) - 50_000:016x}"
+
+
+class FakeCluster:
+    """A server as prepare sees it, without a server: its tables load, its conninfo names it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def create_database(self, db: str) -> None:
+        pass
+
+    def connect(self, db: str) -> FakeCluster:
+        return self
+
+    def __enter__(self) -> FakeCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def execute(self, sql: str) -> None:
+        pass
+
+    def conninfo(self, db: str, transport: str = "unix") -> str:
+        return f"host={self.name}"
+
+
+def test_servers_whose_tables_differ_are_one_user_error(monkeypatch):
+    """psql's COPY of a query differs between the local and the remote server: a one-line UserError
+    (the CLI prints it, exit 2) naming the query and each server's rows, bytes and checksum."""
+    servers = SimpleNamespace(cluster=lambda name, **kw: FakeCluster(name),
+                              link=lambda *a: SimpleNamespace(conninfo=lambda ci: ci),
+                              workspace=SimpleNamespace(free_bytes=lambda: 1 << 50))
+    checksums = {"host=local": "dbec46c5fb5c3985", "host=remote": "2b43fc3dcdf873af"}
+    monkeypatch.setattr(interfaces, "copy_reference",
+                        lambda psql, ci, sql, timeout: Reference(150_000, 41_288_895, checksums[ci]))
+    opts = StudyOptions(STUDY.name, "quick", 3, {"t50k_rows": 5000, "t10m_rows": 150_000, "timeout": 60},
+                        {**STUDY.default_dims, "transport": ("tcp", "remote"), "sqlstrat": ("sql10m:once",)})
+    env = StudyEnv(opts, SimpleNamespace(path=lambda tool: tool), servers, lambda line: None)
+    with pytest.raises(UserError) as e:
+        STUDY.prepare(env)
+    assert str(e.value) == ("sql10m: the servers' tables differ (psql COPY): local rows 150000, bytes 41288895, "
+                            "checksum dbec46c5fb5c3985; remote rows 150000, bytes 41288895, checksum 2b43fc3dcdf873af")
 
 
 # -- the seed's analysis -------------------------------------------------------------------------

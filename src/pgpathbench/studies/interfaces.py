@@ -171,6 +171,9 @@ class Reference:
         return (self.rows * iterations, self.bytes * iterations,
                 f"{repeated_checksum(int(self.checksum, 16), iterations):016x}")
 
+    def brief(self) -> str:
+        return f"rows {self.rows}, bytes {self.bytes}, checksum {self.checksum}"
+
 
 def copy_reference(psql: Path, conninfo: str, sql: str, timeout: float = 3600) -> Reference:
     """psql -c 'COPY (sql) TO STDOUT', streamed and hashed here (never held whole)."""
@@ -312,7 +315,8 @@ class Interfaces:
         for query in sorted({split_sqlstrat(s)[0] for s in opts.dims["sqlstrat"]}, key=QUERY_ORDER.index):
             refs = [copy_reference(psql, c.conninfo(DB), QUERIES[query], p["timeout"]) for c in servers]
             if any(r != refs[0] for r in refs):
-                raise RuntimeError(f"{query}: the servers' tables differ: {refs}")
+                raise UserError(f"{query}: the servers' tables differ (psql COPY): " + "; ".join(
+                    f"{c.name} {r.brief()}" for c, r in zip(servers, refs)))
             reference[query] = refs[0]
         env.log(f"reference checksums (psql COPY) in {time.monotonic() - t0:.1f} s")
 
