@@ -66,6 +66,25 @@ def assert_user_error(res: subprocess.CompletedProcess, message: str, untouched:
         assert not untouched.exists(), "a rejected command must not create the workspace"
 
 
+MASK64 = (1 << 64) - 1
+
+
+def fnv1a_64(data: bytes) -> int:
+    """The published FNV-1a 64, written out here: the oracle the clients and the tool are held to."""
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & MASK64
+    return h
+
+
+def contract_checksum(copy_text: bytes, times: int = 1) -> str:
+    """clients/CONTRACT.md's checksum of `times` reads of COPY text, from its definition: the sum mod
+    2^64 of the FNV-1a 64 of every row (its bytes up to and including its newline)."""
+    rows = [row + b"\n" for row in copy_text.split(b"\n")[:-1]]
+    assert b"".join(rows) == copy_text, "whole rows only"
+    return f"{times * sum(map(fnv1a_64, rows)) & MASK64:016x}"
+
+
 def report_json(ws: Path, run: str = "latest", *extra: str) -> dict:
     """`pgpathbench report RUN --format json`, parsed."""
     res = pgpathbench("report", run, "--format", "json", *extra, workspace=ws)

@@ -1,7 +1,7 @@
 /*
  * What the C clients (pgpb_libpq, pgpb_odbc) share of clients/CONTRACT.md: the command line,
- * errors, the clock, the COPY-text rendering of rows, its FNV-1a checksum, the output and the
- * JSON line. Included once per client (everything is static); define CLIENT and USAGE first.
+ * errors, the clock, the COPY-text rendering of rows, its checksum (the sum of every row's FNV-1a),
+ * the output and the JSON line. Included once per client (everything is static); define CLIENT and USAGE first.
  */
 #ifndef PGPB_COMMON_H
 #define PGPB_COMMON_H
@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pgpb_checksum.h"
+
 #define OUTBUF_SIZE (1 << 20) /* output is written in 1 MiB blocks, never per row; hashed per row */
 
 /* ---- options -------------------------------------------------------------------------- */
@@ -24,7 +26,8 @@ static long keep = 1, iterations = 1, print = 0;
 
 /* ---- measurements --------------------------------------------------------------------- */
 static long long rows, nbytes;
-static uint64_t checksum = 0xcbf29ce484222325ULL; /* FNV-1a 64 offset basis */
+static uint64_t checksum;                   /* sum (mod 2^64) of the FNV-1a 64 of every finished row */
+static uint64_t row_hash = FNV_BASIS;       /* FNV-1a 64 of the row being hashed, so far */
 static double connect_s, exec_s, fetch_s;
 
 static void usage_error(const char *fmt, ...)
@@ -102,15 +105,14 @@ static const unsigned char esc[256] = {
     ['\\'] = '\\', ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't', ['\v'] = 'v',
 };
 
+/* The contract's checksum of the next n bytes of COPY text (pgpb_checksum.h). */
 static void hash(const unsigned char *p, size_t n)
 {
 #ifndef PGPB_NO_CHECKSUM
-    uint64_t h = checksum;
-    for (const unsigned char *e = p + n; p < e; p++)
-        h = (h ^ *p) * 0x100000001b3ULL;
-    checksum = h;
+    pgpb_hash_rows(&checksum, &row_hash, p, n);
 #else /* pgpb_libpq_nochecksum: only to measure what the checksum costs (interfaces-fidelity) */
     (void) p;
+    (void) row_hash;
 #endif
     nbytes += n;
 }

@@ -48,67 +48,93 @@ static void render(const PGresult *r)
     }
 }
 
-static void run_query(PGconn *c)
+/* The driver call returned the first result: exec_s; reading the rows begins now. */
+static double executed(double t)
+{
+    exec_s += now() - t;
+    return now();
+}
+
+/* PQexec, timed as exec_s (*t becomes when reading began); a result other than want is an error. */
+static PGresult *exec_expecting(PGconn *c, double *t, ExecStatusType want, const char *what)
+{
+    PGresult *r = PQexec(c, query);
+    *t = executed(*t);
+    if (PQresultStatus(r) != want)
+        server_error(what, PQresultErrorMessage(r));
+    return r;
+}
+
+/* normal: PQexec returns when the whole result is in memory. Returns when reading began. */
+static double run_normal(PGconn *c, double t)
+{
+    PGresult *r = exec_expecting(c, &t, PGRES_TUPLES_OK, "query failed");
+    render(r);
+    PQclear(r);
+    return t;
+}
+
+/* copy: PQexec returns at CopyOutResponse, before any row; one row per CopyData message. */
+static double run_copy(PGconn *c, double t)
 {
     PGresult *r;
-    double t = now();
-
-    if (mode_kind == M_NORMAL) {
-        r = PQexec(c, query); /* returns when the whole result is in memory */
-        exec_s += now() - t;
-        t = now();
-        if (PQresultStatus(r) != PGRES_TUPLES_OK)
-            server_error("query failed", PQresultErrorMessage(r));
-        render(r);
-        PQclear(r);
-    } else if (mode_kind == M_COPY) {
-        r = PQexec(c, query); /* returns at CopyOutResponse, before any row */
-        exec_s += now() - t;
-        t = now();
-        if (PQresultStatus(r) != PGRES_COPY_OUT)
+    PQclear(exec_expecting(c, &t, PGRES_COPY_OUT, "COPY failed"));
+    char *data;
+    int n;
+    while ((n = PQgetCopyData(c, &data, 0)) > 0) {
+        out_raw(data, n);
+        PQfreemem(data);
+    }
+    if (n == -2)
+        server_error("COPY failed", PQerrorMessage(c));
+    /* The final CommandComplete (or an error) must be read, else the connection stays busy. */
+    while ((r = PQgetResult(c)) != NULL) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
             server_error("COPY failed", PQresultErrorMessage(r));
         PQclear(r);
-        char *data;
-        int n;
-        while ((n = PQgetCopyData(c, &data, 0)) > 0) { /* one row per CopyData message */
-            out_raw(data, n);
-            PQfreemem(data);
-        }
-        if (n == -2)
-            server_error("COPY failed", PQerrorMessage(c));
-        /* The final CommandComplete (or an error) must be read, else the connection stays busy. */
-        while ((r = PQgetResult(c)) != NULL) {
-            if (PQresultStatus(r) != PGRES_COMMAND_OK)
-                server_error("COPY failed", PQresultErrorMessage(r));
-            PQclear(r);
-        }
-    } else { /* single-row, chunked: one small PGresult per row (or per N rows) */
-        if (!PQsendQuery(c, query))
-            server_error("query failed", PQerrorMessage(c));
-#ifdef LIBPQ_HAS_CHUNK_MODE
-        if (mode_kind == M_CHUNKED ? !PQsetChunkedRowsMode(c, (int) chunk_rows) : !PQsetSingleRowMode(c))
-#else
-        if (!PQsetSingleRowMode(c))
-#endif
-            server_error("query failed", "cannot set the row mode\n");
-        r = PQgetResult(c);
-        exec_s += now() - t;
-        t = now();
-        for (; r != NULL; r = PQgetResult(c)) {
-            switch (PQresultStatus(r)) {
-            case PGRES_SINGLE_TUPLE:
-#ifdef LIBPQ_HAS_CHUNK_MODE
-            case PGRES_TUPLES_CHUNK:
-#endif
-            case PGRES_TUPLES_OK: /* the last, empty, result */
-                render(r);
-                break;
-            default:
-                server_error("query failed", PQresultErrorMessage(r));
-            }
-            PQclear(r);
-        }
     }
+    return t;
+}
+
+/* single-row, chunked: one small PGresult per row (or per N rows). */
+static double run_row_mode(PGconn *c, double t)
+{
+    if (!PQsendQuery(c, query))
+        server_error("query failed", PQerrorMessage(c));
+#ifdef LIBPQ_HAS_CHUNK_MODE
+    if (mode_kind == M_CHUNKED ? !PQsetChunkedRowsMode(c, (int) chunk_rows) : !PQsetSingleRowMode(c))
+#else
+    if (!PQsetSingleRowMode(c))
+#endif
+        server_error("query failed", "cannot set the row mode\n");
+    PGresult *r = PQgetResult(c);
+    t = executed(t);
+    for (; r != NULL; r = PQgetResult(c)) {
+        switch (PQresultStatus(r)) {
+        case PGRES_SINGLE_TUPLE:
+#ifdef LIBPQ_HAS_CHUNK_MODE
+        case PGRES_TUPLES_CHUNK:
+#endif
+        case PGRES_TUPLES_OK: /* the last, empty, result */
+            render(r);
+            break;
+        default:
+            server_error("query failed", PQresultErrorMessage(r));
+        }
+        PQclear(r);
+    }
+    return t;
+}
+
+static void run_query(PGconn *c)
+{
+    double t = now();
+    if (mode_kind == M_NORMAL)
+        t = run_normal(c, t);
+    else if (mode_kind == M_COPY)
+        t = run_copy(c, t);
+    else
+        t = run_row_mode(c, t);
     fetch_s += now() - t;
 }
 

@@ -50,44 +50,54 @@ def parse_int(opt: str, s: str, lo: int, hi: int) -> int:
     return v
 
 
-def load_fnv():
-    """FNV-1a 64 in C (ctypes); a pure Python fallback is correct but about 100x slower."""
+def load_hash_rows():
+    """The contract's checksum loop in C (ctypes), as hash_rows(state, data): data is the next piece
+    of COPY text, state [the sum of the rows ended so far, the FNV-1a of the row begun]. A pure
+    Python fallback is correct but about 100x slower."""
     lib_path = os.environ.get("PGPB_FNV1A_LIB", str(FNV_LIB))
     try:
-        lib = ctypes.CDLL(lib_path)
-    except OSError:
-        sys.stderr.write(f"{CLIENT}: warning: {lib_path} missing (scripts/build-clients builds it); "
+        c_rows = ctypes.CDLL(lib_path).pgpb_fnv1a_rows
+    except (OSError, AttributeError):
+        sys.stderr.write(f"{CLIENT}: warning: {lib_path} missing or stale (scripts/build-clients builds it); "
                          "hashing in pure Python, slowly\n")
+        return hash_rows_python
+    c_rows.argtypes = (ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_size_t)
+    c_rows.restype = None
 
-        def fnv(h: int, data: bytearray) -> int:
-            for b in data:
-                h = ((h ^ b) * FNV_PRIME) & MASK64
-            return h
-        return fnv
-    lib.pgpb_fnv1a.argtypes = (ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t)
-    lib.pgpb_fnv1a.restype = ctypes.c_uint64
-    c_fnv = lib.pgpb_fnv1a
+    def hash_rows(state, data: bytearray) -> None:
+        if data:
+            first = ctypes.c_char.from_buffer(data)  # the bytearray's own memory, no copy
+            c_rows(state, ctypes.addressof(first), len(data))
+    return hash_rows
 
-    def fnv(h: int, data: bytearray) -> int:
-        if not data:
-            return h
-        first = ctypes.c_char.from_buffer(data)  # the bytearray's own memory, no copy
-        return c_fnv(h, ctypes.addressof(first), len(data))
-    return fnv
+
+def hash_rows_python(state, data: bytearray) -> None:
+    """clients/common/pgpb_checksum.h's loop: a raw newline ends a row (values' newlines are escaped)."""
+    total, h = state[0], state[1]
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & MASK64
+        if b == 10:
+            total, h = (total + h) & MASK64, FNV_BASIS
+    state[0], state[1] = total, h
 
 
 class Output:
     """COPY text copied into one bytearray; at 1 MiB it is hashed and (with -p 1) written at once.
     (Copying each block at once, rather than keeping a list of blocks to join, lets psycopg's
-    buffers be freed while still hot: measured 0.2 s instead of 0.4 s of CPU per 1M rows.)"""
+    buffers be freed while still hot: measured 0.2 s instead of 0.4 s of CPU per 1M rows.)
+    A block may end inside a row: the checksum's state carries the row begun to the next block."""
 
     def __init__(self, dest: str, printing: bool):
         self.file = open(dest, "wb", buffering=0)
         self.printing = printing
-        self.fnv = load_fnv()
+        self.hash_rows = load_hash_rows()
         self.buf = bytearray()
-        self.checksum = FNV_BASIS
+        self.state = (ctypes.c_uint64 * 2)(0, FNV_BASIS)
         self.nbytes = 0
+
+    @property
+    def checksum(self) -> int:
+        return self.state[0]
 
     def add(self, data: bytes) -> None:
         self.buf += data
@@ -96,7 +106,7 @@ class Output:
 
     def flush(self) -> None:
         buf = self.buf
-        self.checksum = self.fnv(self.checksum, buf)
+        self.hash_rows(self.state, buf)
         self.nbytes += len(buf)
         if self.printing:
             self.file.write(buf)
@@ -133,136 +143,175 @@ def text_loaders_everywhere(psycopg) -> None:
                 psycopg.adapters.register_loader(oid, TextLoader)
 
 
-def main(argv: list[str]) -> int:
-    conninfo = sql = None
-    keep, iterations, printing, dest, mode = 1, 1, 0, "/dev/null", "normal"
-    try:
-        opts, rest = getopt.getopt(argv, "c:s:k:n:p:o:m:h")
-    except getopt.GetoptError as e:
-        usage_error(str(e))
-    for opt, val in opts:
-        if opt == "-c": conninfo = val
-        elif opt == "-s": sql = val
-        elif opt == "-k": keep = parse_int("k", val, 0, 1)
-        elif opt == "-n": iterations = parse_int("n", val, 1, 1_000_000_000)
-        elif opt == "-p": printing = parse_int("p", val, 0, 1)
-        elif opt == "-o": dest = val
-        elif opt == "-m": mode = val
+class Options:
+    """The contract's command line, parsed (-h prints the usage and exits 0)."""
+
+    def __init__(self, argv: list[str]):
+        self.conninfo = self.sql = None
+        self.keep, self.iterations, self.printing, self.dest, self.mode = 1, 1, 0, "/dev/null", "normal"
+        try:
+            opts, rest = getopt.getopt(argv, "c:s:k:n:p:o:m:h")
+        except getopt.GetoptError as e:
+            usage_error(str(e))
+        for opt, val in opts:
+            self._set(opt, val)
+        if rest:
+            usage_error(f"unexpected argument '{rest[0]}'")
+        if self.conninfo is None or self.sql is None:
+            usage_error("-c CONNINFO and -s SQL are required")
+        self.cursor_rows = 0
+        if self.mode.startswith("cursor:"):
+            self.cursor_rows = parse_int("m cursor:N, N", self.mode[7:], 1, 1_000_000_000)
+        elif self.mode not in ("normal", "copy"):
+            usage_error(f"-m {self.mode}: not a mode of this client (normal, cursor:N, copy)")
+
+    def _set(self, opt: str, val: str) -> None:
+        if opt == "-c": self.conninfo = val
+        elif opt == "-s": self.sql = val
+        elif opt == "-k": self.keep = parse_int("k", val, 0, 1)
+        elif opt == "-n": self.iterations = parse_int("n", val, 1, 1_000_000_000)
+        elif opt == "-p": self.printing = parse_int("p", val, 0, 1)
+        elif opt == "-o": self.dest = val
+        elif opt == "-m": self.mode = val
         elif opt == "-h":
             sys.stdout.write(USAGE)
-            return 0
-    if rest:
-        usage_error(f"unexpected argument '{rest[0]}'")
-    if conninfo is None or sql is None:
-        usage_error("-c CONNINFO and -s SQL are required")
-    cursor_rows = 0
-    if mode.startswith("cursor:"):
-        cursor_rows = parse_int("m cursor:N, N", mode[7:], 1, 1_000_000_000)
-    elif mode not in ("normal", "copy"):
-        usage_error(f"-m {mode}: not a mode of this client (normal, cursor:N, copy)")
+            sys.exit(0)
 
-    import psycopg  # after the usage checks: a usage error stays fast
+    def query(self) -> str:
+        """COPY (...) and DECLARE reject a trailing ';': strip it (and white space), as every client does."""
+        query = self.sql.rstrip(" \t\r\n;")
+        return f"COPY ({query}) TO STDOUT" if self.mode == "copy" else query
+
+
+def import_psycopg(conninfo: str):
+    """psycopg, imported after the usage checks (a usage error stays fast), with text loaders;
+    a conninfo libpq cannot parse is a usage error."""
+    import psycopg
     from psycopg.conninfo import conninfo_to_dict
     try:
         conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as e:
         usage_error(f"-c: {str(e).strip()}")
     text_loaders_everywhere(psycopg)
+    return psycopg
 
-    # COPY (...) and DECLARE reject a trailing ';': strip it (and white space), as every client does.
-    query = sql.rstrip(" \t\r\n;")
-    if mode == "copy":
-        query = f"COPY ({query}) TO STDOUT"
-    try:
-        out = Output(dest, bool(printing))
-    except OSError as e:
-        usage_error(f"-o: cannot open {dest}: {e.strerror}")
 
-    rows = 0
-    connect_s = exec_s = fetch_s = 0.0
+class Client:
+    """The contract's loop over one connection per run (-k 1) or per iteration (-k 0)."""
 
-    def connect():
-        nonlocal connect_s
+    def __init__(self, psycopg, opts: Options, out: Output):
+        self.psycopg, self.opts, self.out, self.query = psycopg, opts, out, opts.query()
+        self.rows = 0
+        self.connect_s = self.exec_s = self.fetch_s = 0.0
+
+    def connect(self):
         t = now()
         try:
             # Named cursors need a transaction; the other modes run like libpq's, in autocommit.
-            conn = psycopg.connect(conninfo, client_encoding="UTF8", autocommit=not cursor_rows)
-        except psycopg.Error as e:
+            conn = self.psycopg.connect(self.opts.conninfo, client_encoding="UTF8",
+                                        autocommit=not self.opts.cursor_rows)
+        except self.psycopg.Error as e:
             server_error("connection failed", e)
-        connect_s += now() - t
+        self.connect_s += now() - t
         return conn
 
-    def run_query(conn) -> None:
-        nonlocal rows, exec_s, fetch_s
-        t = now()
-        if mode == "normal":
-            cur = conn.cursor()
-            cur.execute(query)  # returns with the whole result in memory
-            exec_s += now() - t
-            t = now()
-            ncols = len(cur.description)
-            # fetchmany slices the same in-memory result fetchall would convert whole, but keeps
-            # at most BATCH_ROWS rows as Python objects (10M rows would not fit otherwise).
-            while batch := cur.fetchmany(BATCH_ROWS):
-                out.add(render_rows(batch, ncols))
-                rows += len(batch)
-            cur.close()
-        elif mode == "copy":
-            cur = conn.cursor()
-            with cur.copy(query) as copy:  # entered at CopyOutResponse, before any row
-                exec_s += now() - t
-                t = now()
-                buf, n = out.buf, 0
-                for block in copy:  # one CopyData message, i.e. one row, per block
-                    buf += block  # out.add, inlined: this loop runs once per row
-                    n += 1
-                    if len(buf) >= OUTBUF_SIZE:
-                        out.flush()
-                rows += n
-            cur.close()
-        else:
-            cur = conn.cursor(name="pgpb_cursor")
-            cur.itersize = cursor_rows
-            cur.execute(query)  # DECLARE; rows come with each FETCH
-            exec_s += now() - t
-            t = now()
-            ncols = len(cur.description)
-            while batch := cur.fetchmany(cursor_rows):
-                out.add(render_rows(batch, ncols))
-                rows += len(batch)
-            cur.close()
-            conn.commit()
-        fetch_s += now() - t
-
-    t0 = now()
-    try:
-        conn = connect() if keep else None
-        for _ in range(iterations):
+    def run(self) -> None:
+        keep = self.opts.keep
+        conn = self.connect() if keep else None
+        for _ in range(self.opts.iterations):
             if not keep:
-                conn = connect()
-            run_query(conn)
+                conn = self.connect()
+            self.run_query(conn)
             if not keep:
                 conn.close()
         if keep:
             conn.close()
+
+    def run_query(self, conn) -> None:
+        read = {"normal": self._normal, "copy": self._copy}.get(self.opts.mode, self._cursor)
+        t = read(conn, now())  # when the rows began to be read
+        self.fetch_s += now() - t
+
+    def _executed(self, t: float) -> float:
+        """The query returned (exec_s); reading its rows begins now."""
+        self.exec_s += now() - t
+        return now()
+
+    def _read_batches(self, cur, batch_rows: int) -> None:
+        ncols = len(cur.description)
+        while batch := cur.fetchmany(batch_rows):
+            self.out.add(render_rows(batch, ncols))
+            self.rows += len(batch)
+
+    def _normal(self, conn, t: float) -> float:
+        cur = conn.cursor()
+        cur.execute(self.query)  # returns with the whole result in memory
+        t = self._executed(t)
+        # fetchmany slices the same in-memory result fetchall would convert whole, but keeps
+        # at most BATCH_ROWS rows as Python objects (10M rows would not fit otherwise).
+        self._read_batches(cur, BATCH_ROWS)
+        cur.close()
+        return t
+
+    def _copy(self, conn, t: float) -> float:
+        cur = conn.cursor()
+        out = self.out
+        with cur.copy(self.query) as copy:  # entered at CopyOutResponse, before any row
+            t = self._executed(t)
+            buf, n = out.buf, 0
+            for block in copy:  # one CopyData message, i.e. one row, per block (hashing takes any piece)
+                buf += block  # out.add, inlined: this loop runs once per row
+                n += 1
+                if len(buf) >= OUTBUF_SIZE:
+                    out.flush()
+            self.rows += n
+        cur.close()
+        return t
+
+    def _cursor(self, conn, t: float) -> float:
+        cur = conn.cursor(name="pgpb_cursor")
+        cur.itersize = self.opts.cursor_rows
+        cur.execute(self.query)  # DECLARE; rows come with each FETCH
+        t = self._executed(t)
+        self._read_batches(cur, self.opts.cursor_rows)
+        cur.close()
+        conn.commit()
+        return t
+
+
+def print_result(psycopg, client: Client, total_s: float) -> None:
+    """The contract's JSON line: the same key order and number format as the C clients' printf."""
+    lib = psycopg.pq.version()
+    version = f"psycopg {psycopg.__version__} ({psycopg.pq.__impl__}, libpq {lib // 10000}.{lib % 10000})"
+    o, c = client.opts, client
+    sys.stdout.write(
+        f'{{"client":"psycopg","version":"{version}","mode":"{o.mode}","iterations":{o.iterations},'
+        f'"rows":{c.rows},"bytes":{c.out.nbytes},"checksum":"{c.out.checksum:016x}",'
+        f'"connect_s":{c.connect_s:.6f},"exec_s":{c.exec_s:.6f},"fetch_s":{c.fetch_s:.6f},"total_s":{total_s:.6f}}}\n')
+
+
+def main(argv: list[str]) -> int:
+    opts = Options(argv)
+    psycopg = import_psycopg(opts.conninfo)
+    try:
+        out = Output(opts.dest, bool(opts.printing))
+    except OSError as e:
+        usage_error(f"-o: cannot open {opts.dest}: {e.strerror}")
+    client = Client(psycopg, opts, out)
+
+    t0 = now()
+    try:
+        client.run()
     except psycopg.Error as e:
         server_error("query failed", e)
     t = now()
     try:
         out.close()
     except OSError as e:
-        sys.stderr.write(f"{CLIENT}: -o: cannot write {dest}: {e.strerror}\n")
+        sys.stderr.write(f"{CLIENT}: -o: cannot write {opts.dest}: {e.strerror}\n")
         return 1
-    fetch_s += now() - t
-    total_s = now() - t0
-
-    lib = psycopg.pq.version()
-    version = f"psycopg {psycopg.__version__} ({psycopg.pq.__impl__}, libpq {lib // 10000}.{lib % 10000})"
-    # The same key order and number format as the C clients' printf.
-    sys.stdout.write(
-        f'{{"client":"psycopg","version":"{version}","mode":"{mode}","iterations":{iterations},'
-        f'"rows":{rows},"bytes":{out.nbytes},"checksum":"{out.checksum:016x}","connect_s":{connect_s:.6f},'
-        f'"exec_s":{exec_s:.6f},"fetch_s":{fetch_s:.6f},"total_s":{total_s:.6f}}}\n')
+    client.fetch_s += now() - t
+    print_result(psycopg, client, now() - t0)
     return 0
 
 

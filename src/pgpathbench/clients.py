@@ -38,6 +38,11 @@ KEYS = ("client", "version", "mode", "iterations", "rows", "bytes", "checksum", 
 TIMES = ("connect_s", "exec_s", "fetch_s", "total_s")
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
+MASK64 = (1 << 64) - 1
+# Every session of ours reading the seed tables runs without synchronized sequential scans: on a table
+# larger than a quarter of shared_buffers, a scan would start where another left off, and the same
+# query return its rows in another order (the checksum does not mind; a file of the rows would).
+SYNC_SCANS_OFF = "-c synchronize_seqscans=off"
 # connect + exec + fetch <= total, each printed with 6 decimals: rounding slack.
 ROUNDING_SLACK_S = 4e-6
 
@@ -65,7 +70,7 @@ CLIENTS: dict[str, NativeClient] = {
     "jdbc": NativeClient("jdbc", ("pgpb-jdbc.jar",), ("normal", "cursor", "copy"), unix_socket=False),
     "psycopg": NativeClient("psycopg", ("pgpb_psycopg", "libpgpb_fnv1a.so"), ("normal", "cursor", "copy")),
     # Not an interface: pgpb_libpq built without its checksum loop (its JSON says client "libpq" and the
-    # checksum's offset basis). interfaces-fidelity runs it to show what the checksum costs.
+    # checksum of no rows, 0). interfaces-fidelity runs it to show what the checksum costs.
     "libpq-nochecksum": NativeClient("libpq", ("pgpb_libpq_nochecksum",), ("normal", "single-row", "copy")),
 }
 
@@ -88,6 +93,13 @@ def require_clients(names: Sequence[str], option: str = "--interface") -> None:
 
 def _which(program: str) -> bool:
     return any(os.access(Path(d) / program, os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep) if d)
+
+
+def session_env() -> dict[str, str]:
+    """The environment of a client or psql reading the seed tables: UTF-8, and SYNC_SCANS_OFF added to
+    PGOPTIONS (libpq and psql read it; the JDBC client passes it to pgjdbc as its options)."""
+    options = f"{os.environ.get('PGOPTIONS', '')} {SYNC_SCANS_OFF}".strip()
+    return {**os.environ, "PGCLIENTENCODING": "UTF8", "PGOPTIONS": options}
 
 
 # -- the contract's JSON ------------------------------------------------------------------------
@@ -161,10 +173,11 @@ class ClientRun:
 def run_native_client(client: str, conninfo: str, sql: str, *, mode: str = "normal", keep: bool = True,
                       iterations: int = 1, print_rows: bool = False, dest: str = "/dev/null",
                       timeout: float = 600, jvm_options: Sequence[str] = (), env: dict | None = None) -> ClientRun:
-    """One run of a native client, measured; CaseError for any failure, with its message."""
+    """One run of a native client (in session_env() unless env is given), measured; CaseError for any
+    failure, with its message."""
     args = [*CLIENTS[client].command(jvm_options), "-c", conninfo, "-s", sql, "-k", "1" if keep else "0",
             "-n", str(iterations), "-p", "1" if print_rows else "0", "-o", dest, "-m", mode]
-    m = spawn_measured(args, timeout, env)
+    m = spawn_measured(args, timeout, session_env() if env is None else env)
     if m.timed_out:
         raise CaseError(f"{client} ({mode}) did not finish within {timeout:g} s and was killed")
     if m.returncode != 0:
@@ -183,26 +196,63 @@ _fnv_lib = None
 
 
 def _fnv_c():
-    """The C loop the psycopg client uses (.tools/clients/libpgpb_fnv1a.so), if built."""
+    """The C loops the psycopg client uses (.tools/clients/libpgpb_fnv1a.so), if built and current."""
     global _fnv_lib
     if _fnv_lib is None:
         path = TOOLS / "libpgpb_fnv1a.so"
-        if not path.is_file():
+        lib = ctypes.CDLL(str(path)) if path.is_file() else None
+        if lib is None or not hasattr(lib, "pgpb_fnv1a_rows"):
             _fnv_lib = False
         else:
-            lib = ctypes.CDLL(str(path))
             lib.pgpb_fnv1a.restype = ctypes.c_uint64
             lib.pgpb_fnv1a.argtypes = [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]
+            lib.pgpb_fnv1a_rows.restype = None
+            lib.pgpb_fnv1a_rows.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_size_t]
             _fnv_lib = lib
     return _fnv_lib or None
 
 
 def fnv1a(data: bytes, h: int = FNV_OFFSET) -> int:
-    """64-bit FNV-1a of data, continuing from h (the contract's checksum)."""
+    """64-bit FNV-1a of data, continuing from h: the hash of one row in the contract's checksum."""
     lib = _fnv_c()
     if lib is not None:
         return lib.pgpb_fnv1a(h, data, len(data))
     for b in data:
-        h = ((h ^ b) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+        h = ((h ^ b) * FNV_PRIME) & MASK64
     return h
 
+
+class RowChecksum:
+    """The contract's checksum of COPY text fed in pieces of any size (a row may span pieces, a
+    piece may hold several rows): the sum mod 2^64 of the FNV-1a 64 of every row, its newline
+    included, so that the order of the rows does not matter. A raw newline ends a row (COPY text
+    escapes the newlines of values)."""
+
+    def __init__(self) -> None:
+        self._state = (ctypes.c_uint64 * 2)(0, FNV_OFFSET)   # rows ended (sum), row begun (hash)
+
+    def update(self, data: bytes) -> RowChecksum:
+        lib = _fnv_c()
+        if lib is not None:
+            lib.pgpb_fnv1a_rows(self._state, data, len(data))
+            return self
+        *ended, begun = data.split(b"\n")
+        total, h = self._state
+        for row in ended:
+            total, h = (total + fnv1a(row + b"\n", h)) & MASK64, FNV_OFFSET
+        self._state[:] = total, fnv1a(begun, h)
+        return self
+
+    @property
+    def value(self) -> int:
+        return self._state[0]
+
+
+def rows_checksum(text: bytes) -> int:
+    """The contract's checksum of whole rows of COPY text."""
+    return RowChecksum().update(text).value
+
+
+def repeated_checksum(checksum: int, times: int) -> int:
+    """The checksum of the same rows read `times` times: a sum of row hashes, so times * checksum."""
+    return checksum * times & MASK64

@@ -1,7 +1,9 @@
 """The native clients (seed 003) against a real managed server: every client, every mode it has,
 over the unix socket and TCP, connecting once and per iteration, printing or not, to /dev/null
 and to a file. Every run must return the same rows, bytes and checksum as psql's COPY of the
-same query, and a file destination must hold exactly COPY's text (clients/CONTRACT.md).
+same query, and a file destination must hold exactly COPY's text (clients/CONTRACT.md). The
+checksum does not depend on the order of the rows, but on every byte of each; the sessions
+take PGOPTIONS (synchronize_seqscans=off in the studies), the JDBC client too.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, contract_checksum
+from pgpathbench.clients import session_env
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
 from pgpathbench.servers.cluster import Cluster, free_port
+from pgpathbench.studies.interfaces import copy_reference
 
 pytestmark = pytest.mark.integration
 
@@ -37,14 +41,6 @@ QUERIES = {  # name -> (SQL, iterations)
     "all": ("select * from t2k;", 2),  # the trailing ';' is the clients' to strip
 }
 PRINTING = [("0", "null"), ("1", "null"), ("1", "file")]
-
-
-def fnv1a(data: bytes, times: int = 1) -> str:
-    h = 0xCBF29CE484222325
-    for _ in range(times):
-        for b in data:
-            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
 
 
 @pytest.fixture(scope="module")
@@ -77,15 +73,17 @@ def server(workspace_root):
     c.remove()
 
 
+def psql_copy(server: Cluster, sql: str) -> bytes:
+    """psql's COPY (sql) TO STDOUT output, byte for byte."""
+    return subprocess.run([str(server.bins.path("psql")), "-X", "-q", "-d", server.conninfo(), "-c",
+                           f"COPY ({sql.rstrip(';')}) TO STDOUT"],
+                          capture_output=True, env={**os.environ, "PGCLIENTENCODING": "UTF8"}, check=True).stdout
+
+
 @pytest.fixture(scope="module")
 def reference(server):
     """psql's COPY (query) TO STDOUT output, byte for byte, per query."""
-    ref = {}
-    for name, (sql, _) in QUERIES.items():
-        res = subprocess.run([str(server.bins.path("psql")), "-X", "-q", "-d", server.conninfo(), "-c",
-                              f"COPY ({sql.rstrip(';')}) TO STDOUT"],
-                             capture_output=True, env={**os.environ, "PGCLIENTENCODING": "UTF8"}, check=True)
-        ref[name] = res.stdout
+    ref = {name: psql_copy(server, sql) for name, (sql, _) in QUERIES.items()}
     assert ref["all"].count(b"\n") == 2000 and ref["one"].count(b"\n") == 1
     assert ref["one"] == ref["all"].split(b"\n")[SPECIAL_ID - 1] + b"\n"
     # the escapes COPY made, which every client must reproduce
@@ -94,8 +92,9 @@ def reference(server):
     return ref
 
 
-def run(client: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(CLIENTS[client][0] + list(args), capture_output=True, text=True, timeout=timeout)
+def run(client: str, *args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(CLIENTS[client][0] + list(args), capture_output=True, text=True, timeout=timeout,
+                          env=env)
 
 
 @pytest.fixture(scope="module")
@@ -135,12 +134,77 @@ def test_every_run_prints_one_json_object(results):
 def test_rows_bytes_and_checksum_agree_with_psql_copy(results, reference):
     for query, (_, n) in QUERIES.items():
         expected = {"iterations": n, "rows": n * reference[query].count(b"\n"),
-                    "bytes": n * len(reference[query]), "checksum": fnv1a(reference[query], n)}
+                    "bytes": n * len(reference[query]), "checksum": contract_checksum(reference[query], n)}
         assert expected["bytes"] > 0
         for key, (pairs, _, _) in results.items():
             if key[3] == query:
                 out = dict(pairs)
                 assert {k: out[k] for k in expected} == expected, key
+
+
+# -- the checksum: every row counts, their order does not ----------------------------------------
+ORDERED = {"asc": "select * from t2k order by id", "desc": "select * from t2k order by id desc",
+           "changed": "select * from t2k_changed order by id"}
+
+
+@pytest.fixture(scope="module")
+def ordered(built, server):
+    """Every client x mode (over TCP, which every client has) reading t2k in both orders, and
+    t2k_changed: t2k with one byte of one value changed. -> (JSON, psql COPY reference) per query."""
+    server.execute("postgres", "CREATE TABLE t2k_changed AS SELECT * FROM t2k",
+                   "UPDATE t2k_changed SET x3 = 'Z' || substr(x3, 2) WHERE id = 1999")
+    refs = {name: copy_reference(server.bins.path("psql"), server.conninfo(), sql) for name, sql in ORDERED.items()}
+    keys = [(client, mode, name) for client, (_, modes, _) in CLIENTS.items() for mode in modes for name in ORDERED]
+
+    def one(key):
+        client, mode, name = key
+        res = run(client, "-c", server.conninfo(transport="tcp"), "-s", ORDERED[name], "-m", mode)
+        assert res.returncode == 0, (key, res.stderr)
+        return key, json.loads(res.stdout)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(one, keys)), refs
+
+
+def test_checksum_ignores_row_order_and_equals_psql_copy(ordered, server, reference):
+    outputs, refs = ordered
+    asc, desc = psql_copy(server, ORDERED["asc"]), psql_copy(server, ORDERED["desc"])
+    assert asc != desc and sorted(asc.split(b"\n")) == sorted(desc.split(b"\n"))   # the same rows, reordered
+    # the Python side's reference (clients.RowChecksum over psql's COPY) is the definition's, in either order
+    assert refs["asc"].checksum == refs["desc"].checksum == contract_checksum(asc) == contract_checksum(desc) \
+        == contract_checksum(reference["all"])
+    for client, (_, modes, _) in CLIENTS.items():
+        for mode in modes:
+            got = {name: (o["rows"], o["bytes"], o["checksum"]) for (c, m, name), o in outputs.items()
+                   if (c, m) == (client, mode)}
+            assert got["asc"] == got["desc"] == (refs["asc"].rows, refs["asc"].bytes, refs["asc"].checksum), \
+                (client, mode)
+
+
+def test_checksum_changes_with_one_byte_of_one_row(ordered):
+    outputs, refs = ordered
+    assert refs["changed"].bytes == refs["asc"].bytes and refs["changed"].checksum != refs["asc"].checksum
+    for (client, mode, name), o in outputs.items():
+        if name == "changed":
+            assert (o["rows"], o["bytes"], o["checksum"]) == \
+                (refs["changed"].rows, refs["changed"].bytes, refs["changed"].checksum), (client, mode)
+
+
+# -- PGOPTIONS: how the studies turn synchronized scans off (clients.session_env) ---------------------
+SETTING = "select current_setting('synchronize_seqscans')"
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_sessions_take_pgoptions(built, server, client, tmp_path):
+    """PGOPTIONS reaches the session (pgjdbc ignores it: the JDBC client passes it as its options),
+    and a conninfo's own options win over it, as in libpq."""
+    conninfo = server.conninfo(transport="tcp")
+    path = tmp_path / "setting.out"
+    for env, extra, expected in ((None, "", b"on\n"), (session_env(), "", b"off\n"),
+                                 (session_env(), " options='-c synchronize_seqscans=on'", b"on\n")):
+        res = run(client, "-c", conninfo + extra, "-s", SETTING, "-p", "1", "-o", str(path), env=env)
+        assert res.returncode == 0, res.stderr
+        assert path.read_bytes() == expected, (env and env["PGOPTIONS"], extra)
 
 
 def test_file_destination_holds_copy_text(results, reference):

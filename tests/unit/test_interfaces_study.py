@@ -6,18 +6,21 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from types import SimpleNamespace
 
 import pytest
 
+from conftest import MASK64, contract_checksum, fnv1a_64
 from pgpathbench import clients
 from pgpathbench.clients import ClientOutputError, parse_client_json, spawn_measured
-from pgpathbench.errors import CaseError
+from pgpathbench.errors import CaseError, UserError
 from pgpathbench.references import (INTERFACES_CANDIDATE_RANKING, INTERFACES_LOCCOMM_DURATION,
                                     INTERFACES_LOCATION_RANKING, INTERFACES_STRATEGY_AVG_DURATION,
                                     INTERFACES_TESTCASE_DURATION)
 from pgpathbench.stats import Summary
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyOptions
+from pgpathbench.studies import interfaces
+from pgpathbench.studies.base import StudyEnv, StudyOptions
 from pgpathbench.studies.interfaces import (Reference, candidate_ranking, conndesc, location_ranking,
                                             normalised, numiter_text, records, row_bytes, seed_groups,
                                             seed_literal, seed_testcase, seed_testcase_key, table_sql)
@@ -141,20 +144,98 @@ def test_conndesc():
     assert conndesc("remote", "5ms") == "rmt+5ms:tcp"
 
 
-def test_reference_repeats_the_checksum_over_iterations():
-    text = b"4242\taaa\n"
-    ref = Reference(1, len(text), f"{clients.fnv1a(text):016x}", text)
-    rows, size, checksum = ref.repeated(3)
-    assert (rows, size) == (3, 3 * len(text)) and checksum == f"{clients.fnv1a(text * 3):016x}"
-    assert ref.repeated(1) == (1, len(text), ref.checksum)
-    with pytest.raises(ValueError):
-        Reference(1, 10, "0" * 16, None).repeated(2)
-
-
 def test_fnv1a_of_the_contract():
     assert clients.fnv1a(b"") == 0xCBF29CE484222325
     assert clients.fnv1a(b"a") == 0xAF63DC4C8601EC8C           # the published FNV-1a 64 test vector
     assert clients.fnv1a(b"foobar") == 0x85944171F73967E8
+    assert clients.fnv1a(b"4242\taaa\n") == fnv1a_64(b"4242\taaa\n")
+
+
+@pytest.fixture(params=["c", "python"])
+def checksum_loop(request, monkeypatch):
+    """Both ways the tool computes the checksum: libpgpb_fnv1a.so (when built) and pure Python."""
+    if request.param == "python":
+        monkeypatch.setattr(clients, "_fnv_lib", False)
+    elif clients._fnv_c() is None:
+        pytest.skip("libpgpb_fnv1a.so is not built (scripts/build-clients)")
+    return request.param
+
+
+def test_checksum_is_the_sum_of_the_rows_fnv1a(checksum_loop):
+    assert clients.rows_checksum(b"") == 0                                      # no rows at all
+    # one row: its FNV-1a, newline included; from the published vector of b"a", one more byte
+    a_row = ((0xAF63DC4C8601EC8C ^ ord("\n")) * 0x100000001B3) & MASK64
+    assert clients.rows_checksum(b"a\n") == a_row == fnv1a_64(b"a\n")
+    # the sum wraps at 2^64: 40 times b"a\n" (about 6.2e17 each) pass it once
+    assert (40 * a_row) >> 64 == 1 and clients.rows_checksum(b"a\n" * 40) == 40 * a_row - (1 << 64)
+    rows = [b"1\tx\n", b"2\t\\N\n", b"3\ta\\tb\n", b"4242\t" + "café".encode() + b"\n"]
+    expected = sum(map(fnv1a_64, rows)) & MASK64
+    assert clients.rows_checksum(b"".join(rows)) == expected
+    assert clients.rows_checksum(b"".join(reversed(rows))) == expected          # row order does not matter
+    assert clients.rows_checksum(b"".join(rows[:-1]) + b"4243" + rows[-1][4:]) != expected   # a changed row does
+
+
+def test_checksum_takes_the_text_in_pieces_of_any_size(checksum_loop):
+    text = b"".join(b"%d\t%s\n" % (i, b"x" * i) for i in range(40))
+    for size in (1, 3, 7, 64, len(text)):
+        checksum = clients.RowChecksum()
+        for i in range(0, len(text), size):             # pieces end inside rows and hold several rows
+            checksum.update(text[i:i + size])
+        assert checksum.value == clients.rows_checksum(text), size
+
+
+def test_reference_repeats_the_checksum_over_iterations():
+    text = b"4242\taaa\n1\tb\n"
+    ref = Reference(2, len(text), f"{clients.rows_checksum(text):016x}")
+    rows, size, checksum = ref.repeated(3)
+    assert (rows, size) == (6, 3 * len(text)) and checksum == f"{clients.rows_checksum(text * 3):016x}"
+    assert checksum == contract_checksum(text, 3)
+    assert ref.repeated(1) == (2, len(text), ref.checksum)
+    big = Reference(10_000_000, 2_758_888_896, "ffffffffffffffff")             # -1: repeating wraps
+    assert big.repeated(50_000)[2] == f"{(1 << 64) - 50_000:016x}"
+
+
+class FakeCluster:
+    """A server as prepare sees it, without a server: its tables load, its conninfo names it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def create_database(self, db: str) -> None:
+        pass
+
+    def connect(self, db: str) -> FakeCluster:
+        return self
+
+    def __enter__(self) -> FakeCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def execute(self, sql: str) -> None:
+        pass
+
+    def conninfo(self, db: str, transport: str = "unix") -> str:
+        return f"host={self.name}"
+
+
+def test_servers_whose_tables_differ_are_one_user_error(monkeypatch):
+    """psql's COPY of a query differs between the local and the remote server: a one-line UserError
+    (the CLI prints it, exit 2) naming the query and each server's rows, bytes and checksum."""
+    servers = SimpleNamespace(cluster=lambda name, **kw: FakeCluster(name),
+                              link=lambda *a: SimpleNamespace(conninfo=lambda ci: ci),
+                              workspace=SimpleNamespace(free_bytes=lambda: 1 << 50))
+    checksums = {"host=local": "dbec46c5fb5c3985", "host=remote": "2b43fc3dcdf873af"}
+    monkeypatch.setattr(interfaces, "copy_reference",
+                        lambda psql, ci, sql, timeout: Reference(150_000, 41_288_895, checksums[ci]))
+    opts = StudyOptions(STUDY.name, "quick", 3, {"t50k_rows": 5000, "t10m_rows": 150_000, "timeout": 60},
+                        {**STUDY.default_dims, "transport": ("tcp", "remote"), "sqlstrat": ("sql10m:once",)})
+    env = StudyEnv(opts, SimpleNamespace(path=lambda tool: tool), servers, lambda line: None)
+    with pytest.raises(UserError) as e:
+        STUDY.prepare(env)
+    assert str(e.value) == ("sql10m: the servers' tables differ (psql COPY): local rows 150000, bytes 41288895, "
+                            "checksum dbec46c5fb5c3985; remote rows 150000, bytes 41288895, checksum 2b43fc3dcdf873af")
 
 
 # -- the seed's analysis -------------------------------------------------------------------------

@@ -26,9 +26,10 @@ Every measurement is one run of a client, as the seed's driver function ran one 
 `duration` is the command's wall time, process start included (the JVM's, the interpreter's);
 what the seed could not show is kept beside it: the client's own connect, execute and fetch
 times, its CPU (user, system) and peak resident set from the kernel (os.wait4), rows/s and MB/s.
-Every client's rows, bytes and checksum (FNV-1a over COPY's text of every row) must equal
-psql's COPY of the same query, computed once before the first round: a client that returns other
-data fails the measurement, loudly.
+Every client's rows, bytes and checksum (the sum of the FNV-1a of COPY's text of every row: row
+order does not matter) must equal psql's COPY of the same query, computed once before the first
+round: a client that returns other data fails the measurement, loudly. Every session of ours
+reads the tables with synchronize_seqscans off (clients.session_env).
 
 The analysis is the seed's, in SQL (store/schema.sql: the driver tables as views over each
 run's cases, testcases, testresults, vtestresults, ifmeth_cat_results, loccomm_cat_results and
@@ -50,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..clients import CLIENTS, fnv1a, FNV_OFFSET, require_clients, run_native_client
+from ..clients import CLIENTS, RowChecksum, repeated_checksum, require_clients, run_native_client, session_env
 from ..errors import CaseError, UserError
 from ..matrix import Case, Dimension, Parameter, Preset, cross
 from ..procs import die_with_parent
@@ -163,38 +164,29 @@ class Reference:
     """What psql's COPY (SQL) TO STDOUT prints for one query: every client must return the same."""
     rows: int
     bytes: int
-    checksum: str               # FNV-1a of one iteration's text
-    text: bytes | None          # kept when small, to continue the checksum over iterations
+    checksum: str               # the contract's checksum of one iteration's rows
 
     def repeated(self, iterations: int) -> tuple[int, int, str]:
-        if iterations == 1:
-            return self.rows, self.bytes, self.checksum
-        if self.text is None:
-            raise ValueError("a large result is fetched once per measurement")
-        h = FNV_OFFSET
-        for _ in range(iterations):
-            h = fnv1a(self.text, h)
-        return self.rows * iterations, self.bytes * iterations, f"{h:016x}"
+        """Rows, bytes and checksum of the query run `iterations` times (the checksum sums row hashes)."""
+        return (self.rows * iterations, self.bytes * iterations,
+                f"{repeated_checksum(int(self.checksum, 16), iterations):016x}")
 
-
-KEEP_TEXT_BYTES = 16 << 20
+    def brief(self) -> str:
+        return f"rows {self.rows}, bytes {self.bytes}, checksum {self.checksum}"
 
 
 def copy_reference(psql: Path, conninfo: str, sql: str, timeout: float = 3600) -> Reference:
-    """psql -c 'COPY (sql) TO STDOUT', streamed and hashed here (never held whole when large)."""
+    """psql -c 'COPY (sql) TO STDOUT', streamed and hashed here (never held whole)."""
     proc = subprocess.Popen([str(psql), "-X", "-q", "-d", conninfo, "-c", f"COPY ({sql}) TO STDOUT"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PGCLIENTENCODING": "UTF8"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=session_env(),
                             preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True)
-    h, rows, size, kept = FNV_OFFSET, 0, 0, []
+    checksum, rows, size = RowChecksum(), 0, 0
     deadline = time.monotonic() + timeout
     try:
         while chunk := proc.stdout.read1(1 << 20):
-            h = fnv1a(chunk, h)
+            checksum.update(chunk)
             rows += chunk.count(b"\n")
             size += len(chunk)
-            if size <= KEEP_TEXT_BYTES:
-                kept.append(chunk)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"psql COPY of '{sql}' took more than {timeout:g} s")
         err = proc.stderr.read().decode(errors="replace").strip()
@@ -204,7 +196,7 @@ def copy_reference(psql: Path, conninfo: str, sql: str, timeout: float = 3600) -
         proc.kill()
         proc.wait()
         raise
-    return Reference(rows, size, f"{h:016x}", b"".join(kept) if size <= KEEP_TEXT_BYTES else None)
+    return Reference(rows, size, f"{checksum.value:016x}")
 
 
 class Interfaces:
@@ -298,6 +290,7 @@ class Interfaces:
                 for t in tables:
                     for statement in table_sql(t, sizes[t]):
                         conn.execute(statement)
+                    conn.execute("SET synchronize_seqscans = off")    # as every session of ours (session_env)
                     conn.execute(f"SELECT count(*) FROM {t}")     # read once: the cache is warm for round 1
 
         with ThreadPoolExecutor(max_workers=len(servers)) as pool:
@@ -321,8 +314,9 @@ class Interfaces:
         reference: dict[str, Reference] = {}
         for query in sorted({split_sqlstrat(s)[0] for s in opts.dims["sqlstrat"]}, key=QUERY_ORDER.index):
             refs = [copy_reference(psql, c.conninfo(DB), QUERIES[query], p["timeout"]) for c in servers]
-            if any((r.rows, r.bytes, r.checksum) != (refs[0].rows, refs[0].bytes, refs[0].checksum) for r in refs):
-                raise RuntimeError(f"{query}: the servers' tables differ: {refs}")
+            if any(r != refs[0] for r in refs):
+                raise UserError(f"{query}: the servers' tables differ (psql COPY): " + "; ".join(
+                    f"{c.name} {r.brief()}" for c, r in zip(servers, refs)))
             reference[query] = refs[0]
         env.log(f"reference checksums (psql COPY) in {time.monotonic() - t0:.1f} s")
 
@@ -341,7 +335,7 @@ class Interfaces:
 
         out_dir = env.servers.root
         out_dir.mkdir(parents=True, exist_ok=True)
-        env.state.update(conninfo=conninfo, reference=reference, expected={}, jvm_options=jvm,
+        env.state.update(conninfo=conninfo, reference=reference, jvm_options=jvm,
                          outfile=str(out_dir / f"iftest-{env.bins.major}.out"))
         env.fingerprint[f"interfaces_pg{env.bins.major}"] = {
             "database": DB, "tables": {t: {"rows": sizes[t], "copy_bytes": row_bytes(t, sizes[t])} for t in tables},
@@ -389,9 +383,7 @@ class Interfaces:
             if dest == "file":
                 Path(out).unlink(missing_ok=True)
         o = run.output
-        expected = st["expected"].get((query, iterations))
-        if expected is None:     # once per query and count: 50k iterations of sql001 are 45 MB to hash
-            expected = st["expected"][(query, iterations)] = st["reference"][query].repeated(iterations)
+        expected = st["reference"][query].repeated(iterations)
         got = (o["rows"], o["bytes"], o["checksum"])
         if got != expected:
             raise CaseError(f"checksum mismatch: {iface} {mode} over {case['transport']} returned rows {got[0]}, "
@@ -647,7 +639,8 @@ class Interfaces:
         return Table("Every client returns the same data: rows, bytes and checksum against psql's COPY",
                      ["PG", "Query", "SQL", "Rows", "Bytes", "Checksum (1 iteration)", "Agree", "Mismatches",
                       "Clients that agree"], rows,
-                     ["Reference: psql -c 'COPY (SQL) TO STDOUT', FNV-1a 64 over its bytes, once per run and server; "
+                     ["Reference: psql -c 'COPY (SQL) TO STDOUT', the sum of the FNV-1a 64 of its rows, once per run "
+                      "and server; "
                       "each measurement must return exactly these rows, bytes and checksum (x iterations), or it "
                       "fails with 'checksum mismatch'."], align_left=3)
 

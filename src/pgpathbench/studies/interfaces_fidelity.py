@@ -22,7 +22,6 @@ into what the client's use of libpq costs and what the checksum costs.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import statistics
@@ -30,7 +29,7 @@ import subprocess
 import time
 from collections import defaultdict
 
-from ..clients import CLIENTS, require_clients, run_native_client, spawn_measured
+from ..clients import CLIENTS, require_clients, run_native_client, session_env, spawn_measured
 from ..errors import CaseError, UserError
 from ..matrix import Case, Dimension, Parameter, Preset, cross
 from ..report import Table
@@ -102,6 +101,7 @@ class InterfacesFidelity:
             for table, rows in (("t50k", max(SEED_ID, 5000)), ("t10m", p["rows"])):
                 for statement in table_sql(table, rows):
                     conn.execute(statement)
+                conn.execute("SET synchronize_seqscans = off")    # as every session of ours (session_env)
                 conn.execute(f"SELECT count(*) FROM {table}")
         env.log(f"t50k (5,000 rows) and t10m ({p['rows']:,} rows) loaded in {time.monotonic() - t0:.1f} s")
         script = env.servers.root / f"fidelity-loop-{env.bins.major}.sql"
@@ -156,10 +156,10 @@ class InterfacesFidelity:
         if workload == "copy":
             m = spawn_measured([str(env.bins.path("psql")), "-X", "-q", "-d", conninfo, "-c",
                                 f"COPY ({QUERIES['sql10m']}) TO STDOUT"], timeout,
-                               env={**os.environ, "PGCLIENTENCODING": "UTF8"}, stdout=subprocess.DEVNULL)
+                               env=session_env(), stdout=subprocess.DEVNULL)
         else:
             m = spawn_measured([str(env.bins.path("pgbench")), "-n", "-c", "1", "-t", str(n), "-f",
-                                env.state["script"], conninfo], timeout)
+                                env.state["script"], conninfo], timeout, env=session_env())
         if m.timed_out or m.returncode != 0:
             lines = [line for line in m.stderr.splitlines() if line.strip()]
             raise CaseError(f"reference {workload}: exit {m.returncode}: {lines[-1] if lines else 'no message'}")

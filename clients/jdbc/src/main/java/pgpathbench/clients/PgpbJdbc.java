@@ -48,8 +48,10 @@ public final class PgpbJdbc {
     static final Properties props = new Properties();
 
     // ---- measurements -------------------------------------------------------------------------
+    static final long FNV_BASIS = 0xcbf29ce484222325L, FNV_PRIME = 0x100000001b3L; // FNV-1a 64
     static long rows, nbytes;
-    static long checksum = 0xcbf29ce484222325L; // FNV-1a 64 offset basis
+    static long checksum;            // sum (mod 2^64) of the FNV-1a 64 of every finished row
+    static long rowHash = FNV_BASIS; // FNV-1a 64 of the row being hashed, so far
     static double connectS, execS, fetchS;
     static String phase = "connection failed"; // what an SQLException means: set before each step
 
@@ -73,10 +75,22 @@ public final class PgpbJdbc {
         ESC[0x0b] = 'v';
     }
 
+    /**
+     * The contract's checksum of the next n bytes of COPY text: the sum of every row's FNV-1a 64, so
+     * that row order does not matter. A row may span calls (a full block, COPY's byte stream) and a
+     * call may hold several rows: a raw '\n' ends a row (COPY text escapes the newlines of values).
+     */
     static void hash(byte[] b, int off, int n) {
-        long h = checksum;
-        for (int i = off, e = off + n; i < e; i++) h = (h ^ (b[i] & 0xff)) * 0x100000001b3L;
-        checksum = h;
+        long h = rowHash, sum = checksum;
+        for (int i = off, e = off + n; i < e; i++) {
+            h = (h ^ (b[i] & 0xff)) * FNV_PRIME;
+            if (b[i] == '\n') {
+                sum += h;
+                h = FNV_BASIS;
+            }
+        }
+        rowHash = h;
+        checksum = sum;
         nbytes += n;
     }
 
@@ -133,7 +147,8 @@ public final class PgpbJdbc {
         len = p;
     }
 
-    /** COPY data is already in this form: hash it directly, or buffer it when printing. */
+    /** COPY data is already in this form (a CopyData message: one row, or any piece of the byte
+     *  stream, see hash): hash it directly, or buffer it when printing. */
     static void putRaw(byte[] data) throws IOException {
         rows++;
         if (print == 0) {
@@ -219,6 +234,10 @@ public final class PgpbJdbc {
 
     static void buildUrl() throws Usage {
         props.setProperty("binaryTransfer", "false"); // text format everywhere, as every client
+        // libpq's PGOPTIONS, which pgjdbc ignores, as the default of its options: the conninfo's (or
+        // the JDBC URL's) options win over it, as they do in libpq.
+        String pgoptions = System.getenv("PGOPTIONS");
+        if (pgoptions != null && !pgoptions.isBlank()) props.setProperty("options", pgoptions);
         if (conninfo.startsWith("jdbc:postgresql:")) { // a JDBC URL is used as it is
             url = conninfo;
             return;
