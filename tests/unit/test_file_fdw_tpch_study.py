@@ -3,6 +3,7 @@ comparison and its tolerance, plan shapes, slicing of files for COPY, the report
 
 from __future__ import annotations
 
+import os
 from datetime import date
 from decimal import Decimal
 
@@ -379,3 +380,21 @@ def test_disk_check_says_how_much_is_needed(tmp_path):
         check_disk(SmallDisk, files, Shape(10.0, 2, ("single", "partitioned", "scaleout"), ()))
     need, free = check_disk(SmallDisk, TpchFiles(files.root, 1.0), Shape(1.0, 2, ("single",), ()))
     assert need < free == 20e9
+
+
+def test_generation_removes_what_a_killed_generation_left(tmp_path):
+    """A temporary directory of a generation whose process is gone is removed; a live one is kept."""
+    files = TpchFiles(tmp_path / "tpch", 0.01)
+    files.root.mkdir(parents=True)
+    dead, alive = files.root / ".sf0.01.tmp-999999999", files.root / f".sf0.01.tmp-{os.getppid()}"
+    for d in (dead, alive):
+        (d / "lineitem.tbl").parent.mkdir()
+        (d / "lineitem.tbl").write_text("1|\n")
+    (files.dir).mkdir()
+    (files.dir / "complete.json").write_text('{"seconds": 1.0}')   # cached: nothing is generated
+    assert files.ensure("tpchgen-cli", print) == {"seconds": 1.0, "cached": True}
+    assert dead.exists()                                              # the cache answers first
+    (files.dir / "complete.json").unlink()
+    with pytest.raises(RuntimeError, match="tpchgen-cli -s 0.01 .* failed"):
+        files.ensure(str(tmp_path / "no-tpchgen"), print)
+    assert not dead.exists() and alive.exists()

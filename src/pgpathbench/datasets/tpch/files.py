@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ...errors import UserError
+from ...procs import pid_alive
 from ...tools.spawn import Measured, spawn_measured
 from .schema import PARTITIONED, TABLES
 
@@ -117,6 +118,7 @@ class TpchFiles:
         temporary directory that becomes `final` only when complete."""
         if (final / "complete.json").exists():
             return {**json.loads((final / "complete.json").read_text()), "cached": True}
+        _remove_abandoned(final)
         tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         t0 = time.monotonic()
@@ -157,6 +159,14 @@ def _run_tpchgen(tool: str, args: Sequence[str], scale: float) -> Measured:
     if done.returncode != 0:
         raise RuntimeError(f"tpchgen-cli {' '.join(args)} failed: {done.stderr.strip()[-500:]}")
     return done
+
+
+def _remove_abandoned(final: Path) -> None:
+    """Temporary directories of generations whose process is gone (killed, interrupted)."""
+    for tmp in final.parent.glob(f".{final.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _publish(tmp: Path, final: Path) -> None:
