@@ -3,33 +3,38 @@ comparison and its tolerance, plan shapes, slicing of files for COPY, the report
 
 from __future__ import annotations
 
+import os
 from datetime import date
 from decimal import Decimal
 
 import duckdb
 import pytest
 
+from pgpathbench.datasets.tpch import queries, schema
+from pgpathbench.datasets.tpch.answers import AnswerMismatch, answer_digest, compare_rows, values_match
+from pgpathbench.datasets.tpch.files import TpchFiles, parse_rate
+from pgpathbench.datasets.tpch.load import split_points
+from pgpathbench.datasets.tpch.plans import base_table, plan_shape, plan_workers
 from pgpathbench.errors import UserError
 from pgpathbench.references import FILE_FDW_TPCH_SECONDS, file_fdw_tpch_slowdown
+from pgpathbench.results.model import RunResult
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies import tpch
 from pgpathbench.studies.base import StudyOptions
-from pgpathbench.studies.file_fdw_tpch import (AnswerMismatch, FileFdwTpch, disk_needed, expand_queries,
-                                               layout_settings, parse_query, parse_scale, scan_cores, search_path)
-from pgpathbench.studies.tpch_data import (answer_digest, base_table, compare_rows, parse_rate, plan_shape,
-                                           plan_workers, split_points, values_match)
+from pgpathbench.studies.file_fdw_tpch.spec import (disk_needed, expand_queries, layout_settings, parse_query,
+                                                    parse_scale, scan_cores, search_path)
+from pgpathbench.studies.file_fdw_tpch.study import Shape, check_disk, warm_up_and_check
 
 STUDY = STUDIES["file-fdw-tpch"]
 
 
 # --- query texts ---------------------------------------------------------------------------------
 def test_twenty_two_queries_and_the_seeds_eight():
-    assert tpch.ALL_QUERIES == tuple(f"q{i}" for i in range(1, 23))
-    assert set(tpch.QUERIES) == set(tpch.ALL_QUERIES)
-    assert tpch.SEED_QUERIES == ("q1", "q3", "q5", "q6", "q10", "q12", "q14", "q19")
-    assert set(tpch.SPEC_TEXT) == {"q2", "q17", "q20", "q21"}   # what PostgreSQL runs decorrelated
-    for q in tpch.ALL_QUERIES:
-        text = tpch.query_text(q, 1)
+    assert queries.ALL_QUERIES == tuple(f"q{i}" for i in range(1, 23))
+    assert set(queries.QUERIES) == set(queries.ALL_QUERIES)
+    assert queries.SEED_QUERIES == ("q1", "q3", "q5", "q6", "q10", "q12", "q14", "q19")
+    assert set(queries.SPEC_TEXT) == {"q2", "q17", "q20", "q21"}   # what PostgreSQL runs decorrelated
+    for q in queries.ALL_QUERIES:
+        text = queries.query_text(q, 1)
         assert text.lower().startswith(("select", "with")) and ";" not in text and "{" not in text
 
 
@@ -55,46 +60,46 @@ def test_twenty_two_queries_and_the_seeds_eight():
     ("q22", ["('13', '31', '23', '29', '30', '18', '17')"]),
 ])
 def test_validation_parameters(query, parameters):
-    text = tpch.query_text(query, 1)
+    text = queries.query_text(query, 1)
     for p in parameters:
         assert p in text, f"{query}: {p}"
 
 
 def test_q11_fraction_is_0_0001_over_sf():
-    assert tpch.fraction(1) == "0.0001"
-    assert tpch.fraction(10) == "0.00001"
-    assert tpch.fraction(0.05) == "0.002"
-    assert "* 0.00001" in tpch.query_text("q11", 10)
+    assert queries.fraction(1) == "0.0001"
+    assert queries.fraction(10) == "0.00001"
+    assert queries.fraction(0.05) == "0.002"
+    assert "* 0.00001" in queries.query_text("q11", 10)
 
 
 @pytest.fixture(scope="module")
 def empty_duckdb():
     con = duckdb.connect()
-    for table, cols in tpch.TABLES.items():
-        con.execute(f"CREATE TABLE {table} (" + ", ".join(f"{n} {tpch.duckdb_type(t)}" for n, t in cols) + ")")
+    for table, cols in schema.TABLES.items():
+        con.execute(f"CREATE TABLE {table} (" + ", ".join(f"{n} {schema.duckdb_type(t)}" for n, t in cols) + ")")
     yield con
     con.close()
 
 
-@pytest.mark.parametrize("query", tpch.ALL_QUERIES)
+@pytest.mark.parametrize("query", queries.ALL_QUERIES)
 def test_every_text_parses_and_binds_in_an_independent_engine(empty_duckdb, query):
     """Both texts of every query are valid SQL over the TPC-H schema (names, types): DuckDB plans them."""
-    for text in {tpch.query_text(query, 1), tpch.spec_text(query, 1)}:
+    for text in {queries.query_text(query, 1), queries.spec_text(query, 1)}:
         empty_duckdb.execute(f"EXPLAIN {text}")
         assert empty_duckdb.execute(text).fetchall() is not None
 
 
 def test_tables_of():
-    assert tpch.tables_of("q1") == tpch.tables_of("q6") == {"lineitem"}
-    assert tpch.tables_of("q12") == {"orders", "lineitem"}
-    assert tpch.tables_of("q8") == {"part", "supplier", "lineitem", "orders", "customer", "nation", "region"}
-    assert set(tpch.SCAN_QUERIES) == {"q1", "q6"}
+    assert queries.tables_of("q1") == queries.tables_of("q6") == {"lineitem"}
+    assert queries.tables_of("q12") == {"orders", "lineitem"}
+    assert queries.tables_of("q8") == {"part", "supplier", "lineitem", "orders", "customer", "nation", "region"}
+    assert set(queries.SCAN_QUERIES) == {"q1", "q6"}
 
 
 def test_schema_columns_and_dummy():
-    assert len(tpch.TABLES["lineitem"]) == 16 and len(tpch.TABLES["orders"]) == 9
-    assert tpch.column_list("region", with_dummy=True).endswith(f"{tpch.DUMMY_COLUMN} text")
-    assert tpch.duckdb_type("char(25)") == "VARCHAR" and tpch.duckdb_type("numeric(15,2)") == "DECIMAL(15,2)"
+    assert len(schema.TABLES["lineitem"]) == 16 and len(schema.TABLES["orders"]) == 9
+    assert schema.column_list("region", with_dummy=True).endswith(f"{schema.DUMMY_COLUMN} text")
+    assert schema.duckdb_type("char(25)") == "VARCHAR" and schema.duckdb_type("numeric(15,2)") == "DECIMAL(15,2)"
 
 
 # --- options and the case matrix -------------------------------------------------------------------
@@ -131,7 +136,7 @@ def test_default_matrix_is_the_seeds_eight_on_both_storages_and_every_layout():
 
 
 def test_all_expands_in_query_order():
-    assert expand_queries(("all",)) == tpch.ALL_QUERIES
+    assert expand_queries(("all",)) == queries.ALL_QUERIES
     assert expand_queries(("q10", "q2", "q10")) == ("q2", "q10")
     cases = STUDY.cases(options(queries=("all",), layout=("single",)))
     assert len(cases) == 22 * 2 and cases[0].case_id == "q1:regular:single:15"
@@ -150,6 +155,7 @@ def test_presets():
     assert STUDY.presets["paper"].params["scale"] == 10 and "queries" not in STUDY.presets["paper"].dims
     assert STUDY.presets["standard"].params["scale"] == 1 and STUDY.presets["standard"].dims["queries"] == ("all",)
     assert STUDY.presets["quick"].params["scale"] < 1
+    assert STUDY.presets["quick"].repeat >= 6      # enough rounds for real 95% intervals
 
 
 def test_layout_settings_and_search_path():
@@ -216,6 +222,8 @@ def test_compare_rows_across_engines_within_tolerance():
 
 
 class FakeConn:
+    closed = False
+
     def __init__(self, answers):
         self.answers = answers
 
@@ -226,23 +234,41 @@ class FakeConn:
         return self.answers
 
 
-class FakeEnv:
-    def __init__(self):
-        self.state = {}
-
-
 def test_a_wrong_answer_stops_the_run_loudly():
-    study = FileFdwTpch()
     good = [("A", Decimal("1.00"))]
     conns = {(la, st): FakeConn(good) for la in ("single", "partitioned") for st in ("regular", "foreign")}
-    answers, duck = study._warm_up_and_check(FakeEnv(), conns, None, ("q6",), ("single", "partitioned"), 10.0)
+    shape = Shape(10.0, 2, ("single", "partitioned"), ("q6",))
+    answers, duck, digests = warm_up_and_check(conns, None, shape)
     assert answers["q6"]["agreeing"] == ["regular/single", "foreign/single", "regular/partitioned",
                                          "foreign/partitioned"]
     assert duck["checked"] is False and "scale 10" in duck["reason"]
+    assert digests == {"q6": answer_digest(good)} == {"q6": answers["q6"]["digest"]}
     conns[("partitioned", "foreign")] = FakeConn([("A", Decimal("1.01"))])
     with pytest.raises(AnswerMismatch, match=r"q6 on foreign/partitioned differs from regular/single: "
                                              r"row 1, column 2"):
-        study._warm_up_and_check(FakeEnv(), conns, None, ("q6",), ("single", "partitioned"), 10.0)
+        warm_up_and_check(conns, None, shape)
+
+
+class FakeEnv:
+    def __init__(self, state):
+        self.state = state
+
+
+@pytest.mark.parametrize("storage, query", [("regular", "q6"), ("foreign", "q3"), ("foreign", "q6")])
+def test_every_metric_a_measurement_carries_is_declared(storage, query):
+    """measure() of a regular, a foreign and a scan-bound foreign case: every key is in the catalogue,
+    durations in milliseconds."""
+    rows = [("A", Decimal("1.00"))]
+    shape = Shape(0.05, 2, ("single",), (query,))
+    env = FakeEnv({"conns": {("single", storage): FakeConn(rows)}, "main": None, "shape": shape,
+                   "sizes": {"lineitem": 36_000_000}, "answers": {query: answer_digest(rows)},
+                   "plans": {(query, "single", storage): {"workers": 0}}})
+    case = next(c for c in STUDY.cases(options(layout=("single",), storage=(storage,), queries=(query,))))
+    metrics = STUDY.measure(env, case)
+    assert set(metrics) <= set(STUDY.metrics) and STUDY.primary_metric in metrics
+    assert ("mb_per_s" in metrics) == (storage == "foreign" and query == "q6")
+    assert STUDY.metrics["duration_ms"].unit == "ms" and STUDY.metrics["duration_ms"].better == "lower"
+    assert not any(m.endswith("_s") and not m.endswith("_per_s") for m in metrics)
 
 
 # --- plans -------------------------------------------------------------------------------------------
@@ -303,7 +329,14 @@ def test_split_points_cut_at_newlines(tmp_path):
 def measurement(q, storage, layout, rnd, seconds):
     return {"study": STUDY.name, "ok": True, "error": None, "round": rnd, "case_id": f"{q}:{storage}:{layout}:15",
             "dims": {"queries": q, "storage": storage, "layout": layout, "pg": "15"},
-            "metrics": {"duration_s": seconds}}
+            "metrics": {"duration_ms": seconds * 1000}}
+
+
+def study_result(measurements, facts):
+    """The result model of a run of this study (model version 2: set-up facts per major and study)."""
+    run = {"run_id": "r1", "studies": [STUDY.name], "options": {"model_version": 2},
+           "environment": {"sessions": [{"version": 2, "setup": {"15": {STUDY.name: facts}}}]}}
+    return RunResult.from_rows(run, [], measurements, []).study(STUDY.name)
 
 
 def test_report_slowdowns_paired_by_round_and_the_seeds_comparison():
@@ -313,11 +346,11 @@ def test_report_slowdowns_paired_by_round_and_the_seeds_comparison():
                measurement("q1", "foreign", "single", rnd, 2.0 * drift),
                measurement("q6", "regular", "single", rnd, 0.1 * drift),
                measurement("q6", "foreign", "single", rnd, 1.0 * drift)]
-    run = {"environment": {"sessions": [{"file_fdw_tpch_pg15": {
-        "scale": 1.0, "partitions": 2, "layouts": ["single"], "files": {"lineitem": 760_000_000}},
-        "file_fdw_tpch_pg15_plans": {"q6:foreign:single": {"shape": "lineitem", "workers": 0, "text": ""},
-                                     "q6:regular:single": {"shape": "lineitem", "workers": 0, "text": ""}}}]}}
-    tables = {t.title: t for t in STUDY.report(run, ms, [])}
+    run = study_result(ms, {
+        "scale": 1.0, "partitions": 2, "layouts": ["single"], "files": {"lineitem": 760_000_000},
+        "plans": {"q6:foreign:single": {"shape": "lineitem", "workers": 0, "text": ""},
+                  "q6:regular:single": {"shape": "lineitem", "workers": 0, "text": ""}}})
+    tables = {t.title: t for t in STUDY.report(run)}
     slow = tables["Slowdown through file_fdw: foreign / regular"]
     by_q = {row[0]: row for row in slow.rows}
     assert by_q["Q1"][7] == pytest.approx(2.0) and by_q["Q6"][7] == pytest.approx(10.0)
@@ -328,14 +361,12 @@ def test_report_slowdowns_paired_by_round_and_the_seeds_comparison():
     rate = tables["Parse rate of file_fdw: MB of lineitem's file per second"]
     q6 = next(r for r in rate.rows if r[0] == "Q6")
     assert q6[6] == pytest.approx(760 / 1.2) and q6[5] == 1
-    plots = STUDY.plots(run, ms, [])
+    plots = STUDY.plots(run)
     assert [p.title for p in plots] == ["Seconds per TPC-H query", "Slowdown through file_fdw (foreign / regular)"]
     assert "published PostgreSQL" in plots[1].series
 
 
 def test_disk_check_says_how_much_is_needed(tmp_path):
-    from pgpathbench.studies.tpch_data import TpchFiles
-
     class SmallDisk:
         root = tmp_path
 
@@ -346,6 +377,24 @@ def test_disk_check_says_how_much_is_needed(tmp_path):
     files = TpchFiles(tmp_path / "data" / "tpch", 10.0)
     with pytest.raises(UserError, match=r"--scale: TPC-H SF 10 with layouts single,partitioned,scaleout needs "
                                         r"about 66 GB free in the workspace .*, 20 GB are"):
-        FileFdwTpch._check_disk(SmallDisk, files, ("single", "partitioned", "scaleout"), 2, 10.0)
-    need, free = FileFdwTpch._check_disk(SmallDisk, files, ("single",), 2, 1.0)
+        check_disk(SmallDisk, files, Shape(10.0, 2, ("single", "partitioned", "scaleout"), ()))
+    need, free = check_disk(SmallDisk, TpchFiles(files.root, 1.0), Shape(1.0, 2, ("single",), ()))
     assert need < free == 20e9
+
+
+def test_generation_removes_what_a_killed_generation_left(tmp_path):
+    """A temporary directory of a generation whose process is gone is removed; a live one is kept."""
+    files = TpchFiles(tmp_path / "tpch", 0.01)
+    files.root.mkdir(parents=True)
+    dead, alive = files.root / ".sf0.01.tmp-999999999", files.root / f".sf0.01.tmp-{os.getppid()}"
+    for d in (dead, alive):
+        (d / "lineitem.tbl").parent.mkdir()
+        (d / "lineitem.tbl").write_text("1|\n")
+    (files.dir).mkdir()
+    (files.dir / "complete.json").write_text('{"seconds": 1.0}')   # cached: nothing is generated
+    assert files.ensure("tpchgen-cli", print) == {"seconds": 1.0, "cached": True}
+    assert dead.exists()                                              # the cache answers first
+    (files.dir / "complete.json").unlink()
+    with pytest.raises(RuntimeError, match="tpchgen-cli -s 0.01 .* failed"):
+        files.ensure(str(tmp_path / "no-tpchgen"), print)
+    assert not dead.exists() and alive.exists()

@@ -1,0 +1,301 @@
+"""file-fdw-tpch's tables and plots, read from the result model.
+
+Durations are stored in milliseconds (duration_ms); the tables and charts say seconds, as the
+seed's table does. The set-up facts (files, load, plans, answers) come from the run's
+fingerprint, per PostgreSQL major; runs of the earlier version kept them under
+`file_fdw_tpch_pgN` and `file_fdw_tpch_pgN_plans`, read here as well.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ...datasets.tpch.files import MB, parse_rate, scale_text
+from ...datasets.tpch.queries import SCAN_QUERIES
+from ...references import (FILE_FDW_TPCH_PARSE_MB_S_PER_CORE, FILE_FDW_TPCH_SECONDS, FILE_FDW_TPCH_SOURCE,
+                           file_fdw_tpch_slowdown)
+from ...report import Plot, Point, Table
+from ...results.model import StudyResult
+from ...stats import ratio_summary, summarise
+from .spec import LAYOUT_SYSTEM, LAYOUTS, PRIMARY_METRIC, STORAGES, scan_cores
+
+Series = dict[tuple[str, str, str, str], dict[int, float]]   # (query, storage, layout, pg) -> round: seconds
+V1_SETUP_PREFIX = "file_fdw_tpch_pg"
+SYSTEM_NAMES = {"postgresql": "PostgreSQL", "citusdb": "CitusDB"}
+SEED_SETTINGS = ("shared_buffers", "work_mem")   # the two the seed states
+
+
+def seconds_series(result: StudyResult) -> Series:
+    """Every case's query time by round, in seconds (the metric is in milliseconds)."""
+    series: Series = {}
+    for case in result.cases:
+        values = case.values(PRIMARY_METRIC)
+        if values:
+            key = (case["queries"], case["storage"], case["layout"], case.get("pg", "15"))
+            series[key] = {r: ms / 1000 for r, ms in values.items()}
+    return series
+
+
+def setups(result: StudyResult) -> dict[str, dict]:
+    """major -> the set-up facts prepare() returned (plans included), the latest session's."""
+    out: dict[str, dict] = {}
+    for session in result.run.environment.sessions:
+        for major, studies in session.setup.items():
+            if result.name in studies:
+                out[major] = dict(studies[result.name])
+            for key, facts in studies.items():          # runs of the earlier version
+                if key.startswith(V1_SETUP_PREFIX) and not key.endswith("_plans"):
+                    out[key[len(V1_SETUP_PREFIX):]] = {**facts, "plans": studies.get(f"{key}_plans") or {}}
+    return out
+
+
+def queries_in(series: Series) -> list[str]:
+    return sorted({k[0] for k in series}, key=lambda q: int(q[1:]))
+
+
+def majors_in(series: Series) -> list[str]:
+    return sorted({k[3] for k in series}, key=int)
+
+
+def tables(result: StudyResult) -> list[Table]:
+    series = seconds_series(result)
+    if not series:
+        return []
+    env = setups(result)
+    found = [seed_table(series), slowdown_table(series), parse_table(series, env), plans_table(series, env),
+             answers_table(env), data_table(env)]
+    return [t for t in found if t is not None]
+
+
+def seed_table(series: Series) -> Table:
+    layouts = [la for la in LAYOUTS if any(k[2] == la for k in series)]
+    pgs = majors_in(series)
+    rows = []
+    for pg in pgs:
+        for q in queries_in(series):
+            row = [q.upper()] + ([pg] if len(pgs) > 1 else [])
+            for la in layouts:
+                for st in STORAGES:
+                    v = series.get((q, st, la, pg))
+                    row.append(summarise(list(v.values())).median if v else None)
+            row += [FILE_FDW_TPCH_SECONDS.get((q, system, st)) for system in SYSTEM_NAMES for st in STORAGES]
+            rows.append(row)
+    cols = ["Query"] + (["PG"] if len(pgs) > 1 else [])
+    cols += [f"{la} {st}" for la in layouts for st in STORAGES]
+    cols += ["Published PostgreSQL regular", "Published PostgreSQL foreign", "Published CitusDB regular",
+             "Published CitusDB foreign"]
+    return Table("TPC-H seconds per query (median of the rounds): regular vs foreign, per layout", cols, rows,
+                 [f"Published: {FILE_FDW_TPCH_SOURCE}. Compare slowdowns, not seconds, across machines and "
+                  "scales.",
+                  "single: one core per query (the seed's PostgreSQL); partitioned: lineitem and orders in N "
+                  "partitions with parallel query; scaleout: N instances behind postgres_fdw (the seed's "
+                  "CitusDB: one node, 4 blocks).", "Published seconds: with report --wide (or in markdown, HTML); "
+                  "the slowdowns they give are in the next table."],
+                 align_left=2 if len(pgs) > 1 else 1, detail=tuple(range(len(cols) - 4, len(cols))))
+
+
+def slowdown_table(series: Series) -> Table:
+    rows = []
+    found: dict[tuple, float] = {}
+    for pg in majors_in(series):
+        for la in LAYOUTS:
+            for q in queries_in(series):
+                reg, fdw = series.get((q, "regular", la, pg)), series.get((q, "foreign", la, pg))
+                r = ratio_summary(fdw, reg) if reg and fdw else None
+                if r is None:
+                    continue
+                rs, fs = summarise(list(reg.values())), summarise(list(fdw.values()))
+                found[(q, la, pg)] = r.median
+                rows.append([q.upper(), la, pg, rs.median, rs.ci_text, fs.median, fs.ci_text, r.median, r.ci_text,
+                             r.verdict(1.0), file_fdw_tpch_slowdown(q, LAYOUT_SYSTEM[la]),
+                             SYSTEM_NAMES[LAYOUT_SYSTEM[la]]])
+    notes = ["Slowdown: seconds on file_fdw / seconds on regular tables, paired by round (measured in the same "
+             "round); its median and the distribution-free 95% interval ((NN%): too few rounds for 95%).",
+             "Seed slowdown: the seed's published foreign/regular means, PostgreSQL beside single, CitusDB beside "
+             "the others.",
+             *q6_above_q1(found)]
+    return Table("Slowdown through file_fdw: foreign / regular", [
+        "Query", "Layout", "PG", "Regular s", "95% CI", "Foreign s", "95% CI", "Slowdown", "95% CI",
+        "Differs from 1", "Seed slowdown", "Published system"], rows, notes, align_left=3,
+        detail=(4, 6, 11, *one_major_detail(series, 2)))
+
+
+def one_major_detail(series: Series, column: int) -> tuple[int, ...]:
+    """The PG column says nothing on a terminal when the run has one major: detail then."""
+    return (column,) if len(majors_in(series)) == 1 else ()
+
+
+def q6_above_q1(found: dict[tuple, float]) -> list[str]:
+    """The seed's finding, per major and layout: a light scan (Q6) slows down more than Q1."""
+    notes = []
+    for (pg, la) in sorted({(k[2], k[1]) for k in found}):
+        q1, q6 = found.get(("q1", la, pg)), found.get(("q6", la, pg))
+        if q1 and q6:
+            notes.append(f"PG {pg}, {la}: Q6 slowdown {q6:.2f}x {'above' if q6 > q1 else 'NOT above'} Q1 "
+                         f"slowdown {q1:.2f}x (seed: Q6 11.8x, Q1 1.7x: parsing dominates a light query, "
+                         "is dwarfed by Q1's aggregates).")
+    return notes
+
+
+def parse_table(series: Series, env: dict[str, dict]) -> Table | None:
+    rows = []
+    for (q, st, la, pg), values in sorted(series.items()):
+        fp = env.get(pg) or {}
+        nbytes = (fp.get("files") or {}).get(SCAN_QUERIES.get(q, ""))
+        if st != "foreign" or not nbytes:
+            continue
+        plan = (fp.get("plans") or {}).get(f"{q}:foreign:{la}") or {}
+        cores = scan_cores(la, plan.get("workers", 0), fp.get("partitions", 1))
+        s = summarise(list(values.values()))
+        rate, per_core = parse_rate(nbytes, s.median, cores)
+        rows.append([q.upper(), la, pg, nbytes / MB, s.median, cores, rate, per_core,
+                     parse_only(values, series.get((q, "regular", la, pg)), nbytes, cores),
+                     FILE_FDW_TPCH_PARSE_MB_S_PER_CORE])
+    if not rows:
+        return None
+    return Table("Parse rate of file_fdw: MB of lineitem's file per second", [
+        "Query", "Layout", "PG", "File MB", "Foreign s", "Cores", "MB/s", "MB/s per core",
+        "Parse only, MB/s per core", "Published MB/s per core"], rows,
+        ["MB/s: the file's bytes over the query's median time on file_fdw (the seed's arithmetic: lineitem "
+         "over the time of Q1 or Q6). Cores: processes that parse (1 + the plan's parallel workers; the "
+         "instances of the scale-out layout). Parse only: the bytes over the extra time file_fdw takes "
+         "(foreign - regular, paired by round).", "Published: the seed's 7.2 GB lineitem in a little over "
+         "200 s on one core."], align_left=3)
+
+
+def parse_only(foreign: dict[int, float], regular: dict[int, float] | None, nbytes: int, cores: int) -> float | None:
+    """MB/s per core over the time file_fdw adds (foreign - regular, paired by round)."""
+    if not regular:
+        return None
+    deltas = [foreign[r] - regular[r] for r in sorted(foreign.keys() & regular.keys()) if foreign[r] > regular[r]]
+    return parse_rate(nbytes, summarise(deltas).median, cores)[1] if deltas else None
+
+
+def plans_table(series: Series, env: dict[str, dict]) -> Table | None:
+    rows, differ = [], []
+    for pg in majors_in(series):
+        plans = (env.get(pg) or {}).get("plans") or {}
+        for q in queries_in(series):
+            for la in LAYOUTS:
+                reg, fdw = plans.get(f"{q}:regular:{la}"), plans.get(f"{q}:foreign:{la}")
+                if not reg or not fdw:
+                    continue
+                same = reg["shape"] == fdw["shape"]
+                if not same:
+                    differ.append(f"{q.upper()} {la}")
+                rows.append([q.upper(), la, pg, reg["shape"], reg["workers"], fdw["shape"], fdw["workers"],
+                             "same" if same else "DIFFERS"])
+    if not rows:
+        return None
+    return Table("Plans: join tree of each query on each side", [
+        "Query", "Layout", "PG", "Regular plan", "Regular workers", "Foreign plan", "Foreign workers", "Shape"], rows,
+        ["Join methods and order over base tables (a table, its partitions, or file_fdw over its file read the "
+         "same); sorts, hashes, gathers and aggregates left out; [InitPlan/SubPlan] in brackets; per-partition: "
+         "a partitionwise join; remote(...): pushed down by postgres_fdw. Workers: parallel workers planned.",
+         ("Plan shape differs between regular and foreign: " + ", ".join(differ) + ".") if differ else
+         "Every query has the same plan shape on both storages (file_fdw tables are ANALYZEd too; the seed's "
+         "9.1 could not, and chose another plan for Q12).",
+         "Plans: with report --wide (or in markdown, HTML). Full EXPLAIN texts: `pgpathbench report RUN --format "
+         "json`, run.environment.sessions[].setup.N.file-fdw-tpch.plans."], align_left=3, detail=(3, 5))
+
+
+def answers_table(env: dict[str, dict]) -> Table | None:
+    rows, notes = [], []
+    for pg, fp in sorted(env.items()):
+        if "answers" not in fp:
+            continue
+        sides = 2 * len(fp.get("layouts", []))
+        for q, a in fp["answers"].items():
+            rows.append([q.upper(), pg, a.get("rows"), f"{len(a.get('agreeing', []))} of {sides}",
+                         a.get("duckdb"), a.get("digest")])
+        duck = fp.get("duckdb") or {}
+        notes.append(f"PG {pg}: DuckDB {duck.get('version')} over the same files in {duck.get('seconds')} s"
+                     if duck.get("checked") else f"PG {pg}: no DuckDB check ({duck.get('reason')})")
+    if not rows:
+        return None
+    return Table("Answer checks (the warm-up run of every case)", [
+        "Query", "PG", "Rows", "Sides agreeing", "DuckDB", "Digest"], rows,
+        ["Sides: regular and foreign on every layout, compared exactly (sorted rows, PostgreSQL's numerics are "
+         "exact); DuckDB runs the specification's text (Q2, Q17, Q20, Q21 with their correlated subqueries, "
+         "which PostgreSQL runs decorrelated), numbers within 1e-6 relative. Any difference fails the run; every "
+         "measurement re-checks its digest.", *notes], align_left=2)
+
+
+def data_table(env: dict[str, dict]) -> Table | None:
+    rows = [row for pg, fp in sorted(env.items()) if "files" in fp
+            for row in data_rows(pg, fp) + settings_rows(pg, fp.get("settings") or {})]
+    if not rows:
+        return None
+    return Table("Data, load and settings", ["Set-up", "What", "Figure", "Detail"], rows,
+                 ["Load: COPY FROM STDIN of each file (large files in slices at line boundaries, all loaded at "
+                  "once on one connection per core); MB/s over the wall time. bench/tpch_load.py compares it "
+                  "with one plain COPY of lineitem. Detail: with report --wide (or in markdown, HTML)."],
+                 align_left=2, detail=(3,))
+
+
+def data_rows(pg: str, fp: dict) -> list[list]:
+    """The files, their generation, the load and ANALYZE of one major's set-up."""
+    gen = fp.get("generate") or {}
+    rows = [[pg, "scale factor", scale_text(fp["scale"]), ""],
+            [pg, "files", f"{sum(fp['files'].values()) / MB:,.0f} MB",
+             ", ".join(f"{t} {b / MB:,.1f}" for t, b in fp["files"].items())],
+            [pg, "generation", f"{gen.get('seconds')} s, {gen.get('mb_per_s')} MB/s",
+             "cached from an earlier run" if gen.get("cached") else gen.get("command", "")]]
+    parts = fp.get("generate_parts")
+    if parts:
+        rows.append([pg, f"generation of {fp['partitions']} parts", f"{parts.get('seconds')} s, "
+                     f"{parts.get('mb_per_s')} MB/s",
+                     "cached from an earlier run" if parts.get("cached") else parts.get("command", "")])
+    load = fp.get("load") or {}
+    rows.append([pg, "load (COPY)", f"{load.get('seconds')} s, {load.get('mb_per_s')} MB/s",
+                 f"{load.get('bytes', 0) / MB:,.0f} MB on {load.get('connections')} connections; " + "; ".join(
+                     f"{g}: {v['bytes'] / MB:,.0f} MB" for g, v in (load.get("by_layout") or {}).items())])
+    an = fp.get("analyze") or {}
+    rows.append([pg, "ANALYZE", f"{an.get('seconds')} s", "; ".join(
+        f"{g} {v['busy_s']:.1f} s" for g, v in (an.get("by_layout") or {}).items())])
+    rows.append([pg, "warm-up and answer checks", f"{fp.get('warmup_and_check_s')} s", ""])
+    return rows
+
+
+def settings_rows(pg: str, s: dict) -> list[list]:
+    """Every setting in the detail column; the figure says the one that matters most."""
+    cluster = s.get("cluster") or {}
+    rows = [[pg, "settings", ", ".join(f"{k}={cluster[k]}" for k in SEED_SETTINGS if k in cluster),
+             settings_text(cluster)]]
+    for la, v in (s.get("layouts") or {}).items():
+        rows.append([pg, f"settings {la}", (s.get("search_path") or {}).get(f"{la}/foreign", ""), settings_text(v)])
+    if s.get("postgres_fdw"):
+        rows.append([pg, "postgres_fdw", s["postgres_fdw"].get("transport", ""), settings_text(s["postgres_fdw"])])
+    return rows
+
+
+def settings_text(settings: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in settings.items())
+
+
+# -- charts -----------------------------------------------------------------------------------------
+def plots(result: StudyResult) -> list[Plot]:
+    series = seconds_series(result)
+    if not series:
+        return []
+    seconds: dict[str, list] = defaultdict(list)
+    slowdown: dict[str, list] = defaultdict(list)
+    multi = len(majors_in(series)) > 1
+    for (q, st, la, pg), values in sorted(series.items(), key=lambda kv: int(kv[0][0][1:])):
+        s = summarise(list(values.values()))
+        suffix = f" (PG {pg})" if multi else ""
+        seconds[f"{la} {st}{suffix}"].append(Point(q.upper(), s.median, s.ci_low, s.ci_high))
+        if st == "foreign" and (q, "regular", la, pg) in series:
+            r = ratio_summary(values, series[(q, "regular", la, pg)])
+            if r is not None:
+                slowdown[la + suffix].append(Point(q.upper(), r.median, r.ci_low, r.ci_high))
+    for system, label in (("postgresql", "published PostgreSQL"), ("citusdb", "published CitusDB")):
+        pts = [Point(q.upper(), v) for q in queries_in(series) if (v := file_fdw_tpch_slowdown(q, system))]
+        if pts:
+            slowdown[label] = pts
+    return [
+        Plot("Seconds per TPC-H query", "Query", "Seconds (median)", "bar", dict(seconds), log_y=True,
+             notes=["Error bars: 95% CI of the median (fewer than 6 rounds cover less)."]),
+        Plot("Slowdown through file_fdw (foreign / regular)", "Query", "Slowdown, x", "bar", dict(slowdown),
+             ref_y=1.0, notes=["Paired by round; error bars: the interval of the median ratio."]),
+    ]

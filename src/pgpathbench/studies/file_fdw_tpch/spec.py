@@ -1,0 +1,180 @@
+"""file-fdw-tpch's vocabulary: its dimensions, parameters and presets, the metrics a measurement
+carries, the layouts' settings and schemas, and the parsers of its options."""
+
+from __future__ import annotations
+
+import os
+
+from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
+from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
+from ...matrix import Dimension, Parameter, Preset
+from ...metrics import Metric, catalogue
+from ..base import PG
+
+LAYOUTS = ("single", "partitioned", "scaleout")
+STORAGES = ("regular", "foreign")
+DB = "tpch"
+CORES = os.cpu_count() or 1
+MAX_PARTITIONS = 16
+DUCKDB_MAX_SCALE = 1.0       # the independent check runs up to this scale (in memory)
+FETCH_SIZE = 10000           # postgres_fdw rows per fetch (default 100)
+LAYOUT_SYSTEM = {"single": "postgresql", "partitioned": "citusdb", "scaleout": "citusdb"}
+# postgres_fdw options of the scale-out layout's servers (see study.py for why each is on).
+POSTGRES_FDW_OPTIONS = {"async_capable": "true", "use_remote_estimate": "true", "fetch_size": str(FETCH_SIZE)}
+
+# The seed's two settings, and what keeps a load fast and a measurement clean: no WAL beyond
+# crash safety (wal_level minimal), no JIT (its compile time would dominate the quick scale,
+# and the seed's 9.1 had none). Parallel query is set per layout on the connection.
+CLUSTER_SETTINGS = {
+    "shared_buffers": "2GB", "work_mem": "64MB", "jit": "off",
+    "max_parallel_workers_per_gather": "0",
+    "wal_level": "minimal", "max_wal_senders": "0", "max_wal_size": "2GB", "checkpoint_timeout": "30min",
+    "synchronous_commit": "off",
+}
+
+
+def layout_settings(layout: str, cores: int = CORES) -> dict[str, str]:
+    """What a case's connection sets: the seed's single node ran one core per query; the
+    partitioned layout uses parallel query over all cores; the coordinator of the scale-out
+    layout does not (its instances do the work)."""
+    workers = max(1, cores - 1) if layout == "partitioned" else 0
+    return {"max_parallel_workers_per_gather": str(workers),
+            "enable_partitionwise_join": "off" if layout == "single" else "on",
+            # A partial aggregate per postgres_fdw partition runs on the coordinator (15 cannot
+            # push it down) and stops the partitions' scans from running at once (asynchronous
+            # Append needs foreign scans as its children): off in the scale-out layout.
+            "enable_partitionwise_aggregate": "on" if layout == "partitioned" else "off",
+            # With use_remote_estimate, postgres_fdw offers parameterized remote scans: on parts
+            # without indexes each one re-scans (through file_fdw re-parses) a whole part, once
+            # per outer row, and one misestimated row (Q17, Q21) makes that minutes.
+            "enable_nestloop": "off" if layout == "scaleout" else "on"}
+
+
+def single_tables(layouts) -> tuple[str, ...]:
+    """The tables of the single layout's schemas: all, or the small ones the others share."""
+    return tuple(t for t in TABLES if "single" in layouts or t not in PARTITIONED)
+
+
+def schema(layout: str, storage: str) -> str:
+    return f"{layout}_{storage}"
+
+
+def search_path(layout: str, storage: str) -> str:
+    return schema(layout, storage) if layout == "single" else f"{schema(layout, storage)}, {schema('single', storage)}"
+
+
+def scan_cores(layout: str, workers: int, partitions: int) -> int:
+    """Processes that parse during a scan: the instances of the scale-out layout; else the
+    leader and its parallel workers (a file_fdw partition is read by one process, so no more
+    than the partitions)."""
+    if layout == "scaleout":
+        return partitions
+    cores = 1 + workers
+    return min(cores, partitions) if layout == "partitioned" else cores
+
+
+# --- options -----------------------------------------------------------------------------------
+def parse_query(v: str) -> str:
+    """'6', 'q6', 'Q6' -> 'q6'; 'all' stays (expanded by cases())."""
+    v = v.strip().lower()
+    if v == "all":
+        return v
+    n = v[1:] if v.startswith("q") else v
+    if not n.isdigit() or not 1 <= int(n) <= 22:
+        raise ValueError(f"unknown query '{v}'; TPC-H has queries 1 to 22 (e.g. 1,6 or q1,q6), or all")
+    return f"q{int(n)}"
+
+
+def expand_queries(values) -> tuple[str, ...]:
+    chosen = set(ALL_QUERIES if "all" in values else values)
+    return tuple(q for q in ALL_QUERIES if q in chosen)
+
+
+def parse_scale(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise ValueError(f"'{v}' is not a TPC-H scale factor (e.g. 0.1, 1, 10)") from None
+    if not 0.01 <= x <= ORDER_KEY_LIMIT_SCALE:
+        raise ValueError(f"scale must be from 0.01 to {ORDER_KEY_LIMIT_SCALE}, got {v}")
+    return x
+
+
+def parse_partitions(v: str) -> int:
+    if not v.isdigit() or not 1 <= int(v) <= MAX_PARTITIONS:
+        raise ValueError(f"'{v}' is not a number of partitions from 1 to {MAX_PARTITIONS}")
+    return int(v)
+
+
+def parse_timeout(v: str) -> int:
+    if not v.isdigit() or int(v) < 1:
+        raise ValueError(f"'{v}' is not a whole number of seconds >= 1")
+    return int(v)
+
+
+# Bytes on disk per unit of scale (measured at SF 1, rounded up): what --scale needs free.
+_FILES_PER_SF = 1.1e9           # the .tbl files
+_PARTS_PER_SF = 0.95e9          # lineitem and orders again, in parts
+_SINGLE_PER_SF = 1.4e9          # the regular tables of the single layout
+_PARTITIONED_PER_SF = 1.2e9     # lineitem and orders once more, per further layout
+_WAL_PER_CLUSTER = 2.5e9        # COPY is WAL-logged; max_wal_size 2GB caps what is kept
+
+
+def disk_needed(scale: float, layouts, cached_files: bool, cached_parts: bool, partitions: int = 2) -> float:
+    """Bytes a run needs free: the files not yet cached, the regular tables of each layout,
+    and the WAL of each instance (as much as it loads, up to what max_wal_size keeps)."""
+    need = _SINGLE_PER_SF * scale + (0 if cached_files else _FILES_PER_SF * scale)
+    others = [la for la in layouts if la != "single"]
+    if others and not cached_parts:
+        need += _PARTS_PER_SF * scale
+    need += _PARTITIONED_PER_SF * scale * len(others)
+    main_loads = (_SINGLE_PER_SF + (_PARTITIONED_PER_SF if "partitioned" in layouts else 0)) * scale
+    need += min(_WAL_PER_CLUSTER, main_loads)
+    if "scaleout" in layouts:
+        need += partitions * min(_WAL_PER_CLUSTER, _PARTITIONED_PER_SF * scale / partitions)
+    return need + 0.5e9
+
+
+# --- declarations ------------------------------------------------------------------------------
+DIMENSIONS = {
+    "queries": Dimension("queries", "TPC-H queries with the specification's validation parameters "
+                         "(1-22, q1-q22, or all)", parse=parse_query),
+    "storage": Dimension("storage", "regular: tables loaded with COPY; foreign: file_fdw over the .tbl files",
+                         STORAGES),
+    "layout": Dimension("layout", "single: one node, one core per query; partitioned: lineitem and orders in "
+                        "N partitions, parallel query; scaleout: N instances behind postgres_fdw partitions",
+                        LAYOUTS),
+    "pg": PG,
+}
+PARAMETERS = {
+    "scale": Parameter("scale", "TPC-H scale factor (1 = 1 GB of files; 0.01 to 300)", parse_scale),
+    "partitions": Parameter("partitions", "partitions of lineitem and orders, and instances of the scale-out "
+                            f"layout (default: cores, here {CORES})", parse_partitions, CORES),
+    "timeout": Parameter("timeout", "statement timeout of one query, seconds", parse_timeout, 3600),
+}
+# Quick: the seed's two columns (one core; all cores on partitions, as CitusDB's 4 blocks) at the
+# smallest scale, in rounds enough for 95% intervals; --layout scaleout adds the third.
+QUICK_SCALE = 0.01
+PRESETS = {
+    "quick": Preset("quick", f"SF {QUICK_SCALE:g}, the seed's eight queries, layouts single and partitioned, "
+                    "6 rounds (demo, tests)", 6, {"scale": QUICK_SCALE}, {"layout": ("single", "partitioned")}),
+    "standard": Preset("standard", "SF 1, all 22 queries, 3 rounds", 3, {"scale": 1.0}, {"queries": ("all",)}),
+    "paper": Preset("paper", "the seed: SF 10, its eight queries, 3 runs (about 65 GB of disk)", 3,
+                    {"scale": 10.0}),
+}
+DEFAULT_DIMS = {"queries": SEED_QUERIES, "storage": STORAGES, "layout": LAYOUTS, "pg": ("15",)}
+
+METRICS = catalogue(
+    Metric("duration_ms", "ms", "lower", "one execution of the query: from sending it to having fetched every "
+           "row, over the instance's unix socket (the seed's seconds per query, in ms)"),
+    Metric("rows", "rows", "none", "rows the query returned (checked: the same on every side)"),
+    Metric("answer", "digest", "none", "digest of the sorted rows (exact values), equal to the answer checked "
+           "in the warm-up against every side and DuckDB"),
+    Metric("plan_workers", "1", "none", "parallel workers the query's plan asked for (0: a serial plan)"),
+    Metric("bytes_scanned", "bytes", "none", "Q1 and Q6 on file_fdw: bytes of lineitem's file the scan parses"),
+    Metric("scan_cores", "1", "none", "Q1 and Q6 on file_fdw: processes that parse during the scan"),
+    Metric("mb_per_s", "MB/s", "higher", "Q1 and Q6 on file_fdw: the file's MB over the query's time "
+           "(the seed's parse rate)"),
+    Metric("mb_per_s_per_core", "MB/s", "higher", "Q1 and Q6 on file_fdw: mb_per_s over scan_cores"),
+)
+PRIMARY_METRIC = "duration_ms"

@@ -1,0 +1,436 @@
+"""file-fdw-tpch (seed 002): TPC-H on regular tables vs file_fdw foreign tables over the same
+files, on one node and partitioned.
+
+The seed ran TPC-H SF 10 on PostgreSQL 9.1 regular tables and on file_fdw foreign tables over
+the '|' files, and the same on a one-worker CitusDB cluster with lineitem and orders in 4
+blocks (all cores); no indexes; shared_buffers 2GB, work_mem 64MB; a warm-up, then three runs.
+
+Here, with stock PostgreSQL only, three layouts, each on both storages:
+
+- `single`: one instance, regular tables and file_fdw tables, no parallel query (the seed's
+  PostgreSQL column: one core per query).
+- `partitioned`: lineitem and orders as partitioned tables of N range partitions on the order
+  key (N = cores by default), in the parts tpchgen-cli writes (--parts N --part K): regular
+  partitions, or file_fdw partitions, one per part file; parallel query on (cores - 1 workers
+  and the leader), partitionwise join and aggregate on. The small tables are the single
+  layout's.
+- `scaleout`: N more managed instances each hold one part (regular tables and file_fdw tables
+  over their part); a coordinator reaches them through postgres_fdw partitions with
+  async_capable, so the N instances scan their parts at once; partitionwise join (with
+  use_remote_estimate, else postgres_fdw's own estimate of a remote join is far too high) pushes
+  the lineitem-orders join of a part down to its instance, and no nested loop on the
+  coordinator (else the parameterized remote scans use_remote_estimate offers re-scan a whole
+  part per outer row: minutes for Q17 and Q21 at SF 0.1). postgres_fdw cannot push a partial
+  aggregate down, and a local partial aggregate per partition would make the scans run one
+  after the other: partitionwise aggregate is off there. The stock-PostgreSQL counterpart of
+  the seed's CitusDB column (which also ran the partial aggregates on its workers).
+
+Everything lives in one database `tpch` of the instance `tpch` (the coordinator too), in
+schemas named LAYOUT_STORAGE; a case's connection has search_path LAYOUT_STORAGE, then
+single_STORAGE for the small tables. A file_fdw table has one extra, always empty, trailing
+column, because every tpchgen line ends with '|'; regular tables are loaded without it.
+
+Warm-up and answer checks happen in prepare(): every case runs once before the first round
+(unrecorded, as the seed's warm-up run), and its rows are compared: regular, foreign and every
+layout must return the same rows (exactly: PostgreSQL's numerics are exact), and at scale <= 1
+they must agree with DuckDB run over the same files with the specification's own text (numbers
+within 1e-6 relative). Any mismatch fails the run with the differing rows. Every measurement
+then checks its rows' digest against the checked answer.
+
+One measurement is one execution of one query on one storage and layout: the time from sending
+it to having fetched every row (over the instance's unix socket; results are small). For the
+scan-bound queries (Q1 and Q6 read lineitem only) of the foreign storage the bytes of the files
+parsed are kept too: the parse rate is bytes over seconds, per core used.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+import psycopg
+from psycopg import sql
+
+from ...datasets.tpch.answers import AnswerMismatch, agreement, answer_digest, duckdb_answers
+from ...datasets.tpch.files import MB, TpchFiles, parse_rate, scale_text, tpchgen_path, tpchgen_version
+from ...datasets.tpch.load import Task, copy_tasks, run_tasks
+from ...datasets.tpch.plans import plan_shape, plan_workers
+from ...datasets.tpch.queries import SCAN_QUERIES, query_text
+from ...datasets.tpch.schema import PARTITION_KEY, PARTITIONED, column_list
+from ...errors import CaseError, UserError
+from ...matrix import Case, cross
+from ...report import Plot, Table
+from ...results.model import StudyResult
+from ...servers.cluster import SUPERUSER, Cluster
+from ...servers.fdw import create_server
+from ...servers.paths import NetworkPath
+from ..base import Setup, StudyEnv, StudyOptions
+from . import report
+from .spec import (CLUSTER_SETTINGS, CORES, DB, DEFAULT_DIMS, DIMENSIONS, DUCKDB_MAX_SCALE, LAYOUTS, METRICS,
+                   PARAMETERS, POSTGRES_FDW_OPTIONS, PRESETS, PRIMARY_METRIC, STORAGES, disk_needed, expand_queries,
+                   layout_settings, scan_cores, schema, search_path, single_tables)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a run sets up: the scale, the number of partitions (and scale-out instances), the
+    layouts and queries it measures, and the statement timeout."""
+    scale: float
+    partitions: int
+    layouts: tuple[str, ...]
+    queries: tuple[str, ...]
+    timeout: int = 3600
+
+    @classmethod
+    def of(cls, options: StudyOptions) -> "Shape":
+        p = options.params
+        return cls(float(p["scale"]), int(p["partitions"]), tuple(la for la in LAYOUTS if la in options.dims["layout"]),
+                   expand_queries(options.dims["queries"]), int(p["timeout"]))
+
+    @property
+    def needs_parts(self) -> bool:
+        return any(la != "single" for la in self.layouts)
+
+    @property
+    def sides(self) -> list[tuple[str, str]]:
+        """(layout, storage) of every side a query runs on, in report order."""
+        return [(la, st) for la in self.layouts for st in STORAGES]
+
+
+class FileFdwTpch:
+    name = "file-fdw-tpch"
+    title = "TPC-H on regular tables vs file_fdw over the same files, single node vs partitioned"
+    seeds = ("002",)
+    required_tools = ("initdb", "postgres")
+    dimensions = DIMENSIONS
+    parameters = PARAMETERS
+    presets = PRESETS
+    default_dims = DEFAULT_DIMS
+    metrics = METRICS
+    primary_metric = PRIMARY_METRIC
+
+    def cases(self, options: StudyOptions) -> list[Case]:
+        dims = {**options.dims, "queries": expand_queries(options.dims["queries"])}
+        return cross(self.name, self.dimensions, dims)
+
+    def path(self, case: Case) -> NetworkPath | None:
+        return None   # the instance's unix socket; the scale-out instances are reached on loopback
+
+    # -- servers and data -------------------------------------------------------------------
+    def prepare(self, env: StudyEnv) -> Setup:
+        shape = Shape.of(env.options)
+        ws = env.servers.workspace
+        files = TpchFiles(ws.root / "data" / "tpch", shape.scale)
+        need, free = check_disk(ws, files, shape)
+        env.log(f"TPC-H SF {scale_text(shape.scale)}, layouts {','.join(shape.layouts)}: needs about "
+                f"{need / 1e9:.1f} GB of disk, {free / 1e9:.0f} GB free")
+        tool = tpchgen_path()
+        tools = {"tpchgen-cli": tpchgen_version(tool)}
+        # The files are generated while the servers start: both are fixed costs of a first run.
+        generated = in_background(generate, ws.root, files, shape, tool, env.log)
+        main, workers = start_servers(env, shape)
+        facts: dict = {"scale": shape.scale, "partitions": shape.partitions, "layouts": list(shape.layouts),
+                       "queries": list(shape.queries), "cores": CORES, **generated()}
+        create_objects(main, workers, files, shape)
+        facts.update(load_and_analyze(main, workers, files, shape, env.log))
+        conns = {side: connect(main, *side, shape.timeout) for side in shape.sides}
+        facts["settings"] = settings_facts(shape, bool(workers))
+        plans = explain(conns, shape)
+        t0 = time.monotonic()
+        answers, duck, digests = warm_up_and_check(conns, files, shape)
+        facts.update(answers=answers, duckdb=duck, warmup_and_check_s=round(time.monotonic() - t0, 3))
+        env.log(f"warm-up run and answer checks of {len(shape.queries) * len(shape.sides)} cases in "
+                f"{facts['warmup_and_check_s']:.1f} s: every answer agrees"
+                + (f" (and with DuckDB {duck['version']})" if duck.get("checked") else ""))
+        if duck.get("checked"):
+            tools["duckdb"] = duck["version"]
+        facts["plans"] = {f"{q}:{st}:{la}": v for (q, la, st), v in plans.items()}
+        env.state.update(conns=conns, main=main, sizes=files.sizes(), shape=shape, plans=plans, answers=digests)
+        return Setup(tools, facts)
+
+    # -- one measurement --------------------------------------------------------------------
+    def measure(self, env: StudyEnv, case: Case) -> dict:
+        st, shape = env.state, env.state["shape"]
+        q, storage, layout = case["queries"], case["storage"], case["layout"]
+        conn = st["conns"].get((layout, storage))
+        if conn is None or conn.closed:
+            try:
+                conn = st["conns"][(layout, storage)] = connect(st["main"], layout, storage, shape.timeout)
+            except psycopg.Error as e:
+                raise CaseError(f"cannot connect: {str(e).strip()}") from None
+        try:
+            t0 = time.perf_counter()
+            rows = conn.execute(query_text(q, shape.scale)).fetchall()
+            seconds = time.perf_counter() - t0
+        except psycopg.errors.QueryCanceled:
+            raise CaseError(f"statement timeout ({shape.timeout} s)") from None
+        except psycopg.Error as e:
+            raise CaseError(f"{type(e).__name__}: {str(e).strip().splitlines()[0]}") from None
+        digest = answer_digest(rows)
+        expected = st["answers"].get(q)
+        if expected is not None and digest != expected:
+            raise CaseError(f"wrong answer: {len(rows)} rows, digest {digest}, checked answer {expected}")
+        workers = st["plans"][(q, layout, storage)]["workers"]
+        metrics = {"duration_ms": round(seconds * 1000, 3), "rows": len(rows), "answer": digest,
+                   "plan_workers": workers}
+        if storage == "foreign" and q in SCAN_QUERIES:
+            metrics.update(scan_metrics(st["sizes"][SCAN_QUERIES[q]], seconds, scan_cores(layout, workers,
+                                                                                          shape.partitions)))
+        return metrics
+
+    # -- the report -------------------------------------------------------------------------
+    def report(self, result: StudyResult) -> list[Table]:
+        return report.tables(result)
+
+    def plots(self, result: StudyResult) -> list[Plot]:
+        return report.plots(result)
+
+
+def scan_metrics(nbytes: int, seconds: float, cores: int) -> dict:
+    """A file_fdw scan's parse rate: the file's bytes over the query's time, per core."""
+    rate, per_core = parse_rate(nbytes, seconds, cores)
+    return {"bytes_scanned": nbytes, "scan_cores": cores, "mb_per_s": round(rate, 2),
+            "mb_per_s_per_core": round(per_core, 2)}
+
+
+def check_disk(ws, files: TpchFiles, shape: Shape) -> tuple[float, float]:
+    n = shape.partitions
+    need = disk_needed(shape.scale, shape.layouts, files.complete(), files.complete(n), n)
+    free = ws.free_bytes()
+    if need > free:
+        raise UserError(f"--scale: TPC-H SF {scale_text(shape.scale)} with layouts {','.join(shape.layouts)} needs "
+                        f"about {need / 1e9:.0f} GB free in the workspace ({ws.root}), {free / 1e9:.0f} GB are; "
+                        "free some space, use --workspace elsewhere, a smaller --scale or fewer --layout")
+    return need, free
+
+
+def in_background(fn: Callable[..., T], *args) -> Callable[[], T]:
+    """fn(*args) on a daemon thread; the returned call waits for its result (or raises its error).
+    An interrupt never waits for it: at exit its children die with us (PR_SET_PDEATHSIG)."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, fn(*args)))
+        except BaseException as e:   # handed to the caller, raised in its thread
+            outcome.append((False, e))
+
+    thread = threading.Thread(target=run, name=f"tpch-{fn.__name__}", daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+    return result
+
+
+def generate(root, files: TpchFiles, shape: Shape, tool: str, log) -> dict:
+    """The files, generated once per scale (and per number of parts), then reused."""
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    (root / "data").chmod(0o755)
+    facts = {"generate": files.ensure(tool, log)}
+    if shape.needs_parts:
+        facts["generate_parts"] = files.ensure_parts(tool, shape.partitions, log)
+    facts.update(data_dir=str(files.dir), files=files.sizes())
+    if shape.needs_parts:
+        facts["part_files"] = files.part_sizes(shape.partitions)
+    return facts
+
+
+def start_servers(env: StudyEnv, shape: Shape) -> tuple[Cluster, list[Cluster]]:
+    """The instance `tpch` (the coordinator too) and, for the scale-out layout, one per part."""
+    t0 = time.monotonic()
+    main = env.servers.cluster("tpch", settings=CLUSTER_SETTINGS)
+    workers = ([env.servers.cluster(f"worker{k}", settings=CLUSTER_SETTINGS) for k in range(1, shape.partitions + 1)]
+               if "scaleout" in shape.layouts else [])
+    for c in (main, *workers):
+        c.create_database(DB)
+    env.log(f"{1 + len(workers)} server(s) up in {time.monotonic() - t0:.1f} s")
+    return main, workers
+
+
+def connect(cluster: Cluster, layout: str, storage: str, timeout: int) -> psycopg.Connection:
+    conn = cluster.connect(DB)
+    conn.execute(f"SET search_path = {search_path(layout, storage)}")
+    for k, v in layout_settings(layout).items():
+        conn.execute(f"SET {k} = {v}")
+    conn.execute(f"SET statement_timeout = '{int(timeout)}s'")
+    return conn
+
+
+def settings_facts(shape: Shape, scaleout: bool) -> dict:
+    facts = {"cluster": CLUSTER_SETTINGS, "layouts": {la: layout_settings(la) for la in shape.layouts},
+             "search_path": {f"{la}/{st}": search_path(la, st) for la, st in shape.sides}}
+    if scaleout:
+        facts["postgres_fdw"] = {**POSTGRES_FDW_OPTIONS, "transport": "TCP 127.0.0.1, scram-sha-256"}
+    return facts
+
+
+# -- the objects of every layout ------------------------------------------------------------------
+FILE_SERVER = ["CREATE EXTENSION IF NOT EXISTS file_fdw", "CREATE SERVER tpch_files FOREIGN DATA WRAPPER file_fdw"]
+
+
+def file_table(name: str, table: str, path, partition_of: str | None = None, bound: str = "") -> str:
+    """A file_fdw table over a .tbl file: with the extra trailing column, or a partition of one."""
+    head = (f"CREATE FOREIGN TABLE {name} PARTITION OF {partition_of} {bound}" if partition_of else
+            f"CREATE FOREIGN TABLE {name} ({column_list(table, with_dummy=True)})")
+    return f"{head} SERVER tpch_files OPTIONS (filename {sql.quote(str(path))}, format 'text', delimiter '|')"
+
+
+def range_bound(bounds, k: int) -> str:
+    low, high = bounds[k]
+    return f"FOR VALUES FROM ({'MINVALUE' if low is None else low}) TO ({'MAXVALUE' if high is None else high})"
+
+
+def main_ddl(files: TpchFiles, shape: Shape, bounds) -> list[str]:
+    """The coordinator's schemas: the single layout's tables (its small ones serve the others
+    too), the partitioned layout's partitions, the scale-out layout's partitioned parents."""
+    layouts = ("single", *(la for la in shape.layouts if la != "single"))
+    stmts = [*FILE_SERVER, *(f"CREATE SCHEMA {schema(la, st)}" for la in layouts for st in STORAGES)]
+    for table in single_tables(shape.layouts):
+        stmts.append(f"CREATE TABLE single_regular.{table} ({column_list(table)})")
+        stmts.append(file_table(f"single_foreign.{table}", table, files.file(table)))
+    for table in PARTITIONED:
+        by = f"PARTITION BY RANGE ({PARTITION_KEY[table]})"
+        if "partitioned" in shape.layouts:
+            stmts.append(f"CREATE TABLE partitioned_regular.{table} ({column_list(table)}) {by}")
+            stmts.append(f"CREATE TABLE partitioned_foreign.{table} ({column_list(table, with_dummy=True)}) {by}")
+            for k in range(shape.partitions):
+                stmts.append(f"CREATE TABLE partitioned_regular.{table}_{k + 1} "
+                             f"PARTITION OF partitioned_regular.{table} {range_bound(bounds, k)}")
+                stmts.append(file_table(f"partitioned_foreign.{table}_{k + 1}", table,
+                                        files.part_file(table, shape.partitions, k + 1),
+                                        f"partitioned_foreign.{table}", range_bound(bounds, k)))
+        if "scaleout" in shape.layouts:
+            stmts += [f"CREATE TABLE scaleout_{st}.{table} ({column_list(table)}) {by}" for st in STORAGES]
+    return stmts
+
+
+def create_objects(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: Shape) -> None:
+    """Tables, file_fdw tables and postgres_fdw partitions of every layout, on every instance.
+    Each scale-out instance holds its part as a regular table and over its part file; the
+    coordinator reaches it as partition k of the scale-out layout's lineitem and orders."""
+    bounds = files.partition_bounds(shape.partitions) if shape.needs_parts else []
+    with main.connect(DB) as conn:
+        for stmt in main_ddl(files, shape, bounds):
+            conn.execute(stmt)
+        for k, w in enumerate(workers):
+            server = f"worker{k + 1}"
+            create_server(conn, server, w.tcp_host, w.port, DB, SUPERUSER, w.password, POSTGRES_FDW_OPTIONS)
+            for table in PARTITIONED:
+                for st in STORAGES:
+                    conn.execute(f"CREATE FOREIGN TABLE scaleout_{st}.{table}_{k + 1} PARTITION OF "
+                                 f"scaleout_{st}.{table} {range_bound(bounds, k)} SERVER {server} OPTIONS "
+                                 f"(schema_name 'worker_{st}', table_name '{table}')")
+    for k, w in enumerate(workers, 1):
+        stmts = [*FILE_SERVER, "CREATE SCHEMA worker_regular", "CREATE SCHEMA worker_foreign"]
+        for table in PARTITIONED:
+            stmts.append(f"CREATE TABLE worker_regular.{table} ({column_list(table)})")
+            stmts.append(file_table(f"worker_foreign.{table}", table, files.part_file(table, shape.partitions, k)))
+        w.execute(DB, *stmts)
+
+
+# -- load and analyse -----------------------------------------------------------------------------
+def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: Shape) -> tuple[list[Task], list[Task]]:
+    """COPY slices (large files cut so that every core has work), then every ANALYZE."""
+    ci, n, sizes = main.conninfo(DB), shape.partitions, files.sizes()
+    slice_bytes = max(16 << 20, sum(sizes.values()) // (2 * CORES))
+    load: list[Task] = []
+    analyze: list[Task] = []
+    for table in single_tables(shape.layouts):
+        load += copy_tasks("single", ci, f"single_regular.{table}", files.file(table), slice_bytes)
+        analyze.append(Task("single regular", ci, sql=f"ANALYZE single_regular.{table}", weight=sizes[table] * 0.05))
+        analyze.append(Task("single foreign", ci, sql=f"ANALYZE single_foreign.{table}", weight=sizes[table]))
+    for table in PARTITIONED:
+        if "partitioned" in shape.layouts:
+            for k in range(1, n + 1):
+                load += copy_tasks("partitioned", ci, f"partitioned_regular.{table}_{k}",
+                                   files.part_file(table, n, k), slice_bytes)
+            # A partitioned table's ANALYZE samples the whole (for the joins above the
+            # partitions) and then each partition: file_fdw parses every part twice.
+            analyze.append(Task("partitioned regular", ci, sql=f"ANALYZE partitioned_regular.{table}",
+                                weight=sizes[table] * 0.1))
+            analyze.append(Task("partitioned foreign", ci, sql=f"ANALYZE partitioned_foreign.{table}",
+                                weight=sizes[table] * 2))
+        for k, w in enumerate(workers, 1):
+            wci = w.conninfo(DB)
+            load += copy_tasks("scaleout", wci, f"worker_regular.{table}", files.part_file(table, n, k), slice_bytes)
+            analyze.append(Task("scaleout worker regular", wci, sql=f"ANALYZE worker_regular.{table}",
+                                weight=sizes[table] * 0.05 / n))
+            analyze.append(Task("scaleout worker foreign", wci, sql=f"ANALYZE worker_foreign.{table}",
+                                weight=sizes[table] / n))
+        # The coordinator's statistics of its postgres_fdw partitions: PostgreSQL 15 fetches
+        # every row to sample them (analyze_sampling is 16+), for the whole and each part.
+        analyze += [Task(f"scaleout coordinator {st}", ci, sql=f"ANALYZE scaleout_{st}.{table}",
+                         weight=sizes[table] * 2) for st in STORAGES if workers]
+    return load, analyze
+
+
+def load_and_analyze(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: Shape, log) -> dict:
+    """Every load task, then every ANALYZE, on one connection per core; their figures."""
+    load, analyze = load_tasks(main, workers, files, shape)
+    t0 = time.monotonic()
+    loaded = run_tasks(load, CORES)
+    load_bytes = sum(t.bytes for t in load)
+    facts: dict = {"load": {"seconds": loaded.wall_s, "bytes": load_bytes,
+                            "mb_per_s": round(load_bytes / MB / max(loaded.wall_s, 1e-9), 1),
+                            "connections": CORES, "by_layout": loaded.groups}}
+    log(f"loaded {load_bytes / MB:,.0f} MB with COPY in {loaded.wall_s:.1f} s "
+        f"({facts['load']['mb_per_s']:,.0f} MB/s on {CORES} connections)")
+    analysed = run_tasks(analyze, CORES)
+    facts["analyze"] = {"seconds": analysed.wall_s, "by_layout": analysed.groups}
+    log(f"analysed regular and foreign tables in {analysed.wall_s:.1f} s")
+    facts["load_and_analyze_s"] = round(time.monotonic() - t0, 3)
+    return facts
+
+
+# -- plans and the warm-up ------------------------------------------------------------------------
+def explain(conns, shape: Shape) -> dict[tuple[str, str, str], dict]:
+    """(query, layout, storage) -> the plan's shape, parallel workers and EXPLAIN text."""
+    plans = {}
+    for q in shape.queries:
+        text = query_text(q, shape.scale)
+        for layout, storage in shape.sides:
+            conn = conns[(layout, storage)]
+            doc = conn.execute(f"EXPLAIN (FORMAT JSON) {text}").fetchone()[0]
+            root = (doc[0] if isinstance(doc, list) else doc)["Plan"]
+            lines = [r[0] for r in conn.execute(f"EXPLAIN (COSTS OFF) {text}").fetchall()]
+            plans[(q, layout, storage)] = {"shape": plan_shape(root), "workers": plan_workers(root),
+                                           "text": "\n".join(lines)}
+    return plans
+
+
+def warm_up_and_check(conns, files: TpchFiles | None, shape: Shape) -> tuple[dict, dict, dict[str, str]]:
+    """Every case once (the warm-up), its rows compared with every other side's and DuckDB's.
+    Returns the answers (per query), DuckDB's record and the checked digest of each query."""
+    results: dict[str, dict[str, list]] = {q: {} for q in shape.queries}
+    skipped: dict[str, list[str]] = {q: [] for q in shape.queries}
+    for q in shape.queries:
+        text = query_text(q, shape.scale)
+        for layout, storage in shape.sides:
+            try:
+                results[q][f"{storage}/{layout}"] = conns[(layout, storage)].execute(text).fetchall()
+            except psycopg.errors.QueryCanceled:
+                skipped[q].append(f"{storage}/{layout}: statement timeout")
+    duck: dict = {"checked": False}
+    duck_rows: dict = {}
+    if shape.scale <= DUCKDB_MAX_SCALE:
+        duck_rows, info = duckdb_answers(files, shape.queries, CORES)
+        duck = {"checked": True, **info}
+    else:
+        duck["reason"] = f"scale {scale_text(shape.scale)} > {scale_text(DUCKDB_MAX_SCALE)}: PostgreSQL sides only"
+    problems: list[str] = []
+    answers = {}
+    for q in shape.queries:
+        answers[q] = agreement(q, results[q], duck_rows.get(q), problems)
+        answers[q].unchecked = skipped[q]
+    if problems:
+        raise AnswerMismatch("file-fdw-tpch: wrong answers, the run stops here:\n  " + "\n  ".join(problems))
+    return {q: a.to_json() for q, a in answers.items()}, duck, {q: a.digest for q, a in answers.items()}
