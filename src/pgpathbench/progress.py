@@ -44,9 +44,10 @@ class ProgressReporter:
             self._bar = None
 
 
-def headline(metrics: dict | None, error: str | None) -> str:
+def headline(metrics: dict | None, error: str | None, primary: str) -> str:
+    """The study's primary metric of one measurement (with the latency when it is TPS)."""
     if error:
         return f"FAILED: {error}"
-    shown = [f"{k}={format_number(float(metrics[k]))}" for k in ("tps", "latency_ms", "duration_s")
-             if k in (metrics or {})]
-    return " ".join(shown[:2]) or "ok"
+    shown = [f"{k}={format_number(float(metrics[k]))}" for k in dict.fromkeys((primary, "latency_ms"))
+             if isinstance((metrics or {}).get(k), (int, float))]
+    return " ".join(shown) or "ok"

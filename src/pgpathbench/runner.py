@@ -143,7 +143,7 @@ class Runner:
                         path = study.path(case)
                         self.store.add_measurement(run_id, case, round_no, session, started_at, t1 - t0, metrics,
                                                    error, path.id if path else None)
-                        self.progress.measured(case.case_id, round_no, headline(metrics, error))
+                        self.progress.measured(case.case_id, round_no, headline(metrics, error, study.primary_metric))
                         measure_s += t1 - t0
                         bookkeeping_s += time.perf_counter() - t1
                         check_interrupted()
