@@ -196,10 +196,9 @@ def plots(result: StudyResult) -> list[Plot]:
     cases = _cases(result)
     if not cases:
         return []
+    # The major names a category only when the run has several (Key.order() sorts by it).
     several_majors = len({k.pg for k, _ in cases}) > 1
     extra = {k: f" · PG {k.pg}" if several_majors else "" for k, _ in cases}
-    cases.sort(key=lambda kc: (kc[0].workload, extra[kc[0]], kc[0].clients, kc[0].order()[3],
-                               latency_ms(kc[0].latency)))
     out = [_target_bars(cases, extra, "tps", "Throughput by target (TPS, without initial connection time)",
                         "Throughput, transactions/s"),
            _target_bars(cases, extra, "latency_ms", "Latency by target (pgbench latency average)",
