@@ -3,8 +3,8 @@
 `TimedRun` says what one `pgbench -T` run of a builtin script is (database, clients, seconds,
 select-only or TPC-B-like, --max-tries); `run()` spawns it through tools/spawn.py and returns
 every figure pgbench printed (`parse_output`) with what the kernel accounted for it (wall time,
-CPU, peak RSS: `process_metrics`). FIGURES and PROCESS declare each metric as pgbench.c's
-StatsData comment defines its counters; a study's catalogue takes them from here.
+CPU, peak RSS: `process_metrics`). METRICS declares each of them as pgbench.c's StatsData
+comment defines its counters; a study's catalogue takes them from here.
 
 pgbench always runs with -n: without it pgbench TRUNCATEs pgbench_history, and postgres_fdw
 (14+) sends that TRUNCATE through a foreign table to the remote server. A caller that wants
@@ -26,26 +26,39 @@ from .spawn import Measured, spawn_measured
 GRACE_S = 60              # pgbench -T ends on time; past duration + grace it is hung
 APPLICATION_NAME = "pgpathbench"
 
+@dataclass(frozen=True)
+class Figure:
+    """A figure pgbench prints: the metric it becomes and how pgbench 15+ prints it."""
+    metric: Metric
+    pattern: str         # group 1 is the value
+    factor: int = 1      # to the metric's unit (pgbench prints -T in seconds)
+
+
 FIGURES = (
-    Metric("tps", "tx/s", "higher", "successful transactions per second, the initial connections' time excluded "
-           "(pgbench's 'tps = ... (without initial connection time)')"),
-    Metric("latency_ms", "ms", "lower", "average latency of a successful transaction, its retries included "
-           "(measured per transaction: -P is given)"),
-    Metric("latency_stddev_ms", "ms", "lower", "standard deviation of that latency"),
-    Metric("initial_connection_ms", "ms", "lower", "time pgbench took to open its clients' connections "
-           "before the first transaction"),
-    Metric("transactions", "tx", "higher", "'cnt': successful transactions, successfully retried ones included, "
-           "failed ones not"),
-    Metric("failures", "tx", "lower", "'failed': transactions that still met a serialization or deadlock error "
-           "after --max-tries tries"),
-    Metric("retried", "tx", "lower", "transactions retried at least once after a serialization or deadlock error "
-           "(successfully retried + failed)"),
-    Metric("retries", "1", "lower", "retries in all, over every retried transaction"),
-    Metric("clients", "1", "none", "pgbench -c: concurrent client sessions"),
-    Metric("threads", "1", "none", "pgbench -j: worker threads"),
-    Metric("scale", "1", "none", "scaling factor of the pgbench tables (from pgbench_branches)"),
-    Metric("max_tries", "1", "none", "--max-tries: tries of a transaction that meets a serialization error"),
-    Metric("duration_ms", "ms", "none", "pgbench -T: the run's planned duration"),
+    Figure(Metric("tps", "tx/s", "higher", "successful transactions per second, the initial connections' time "
+                  "excluded"), r"tps = ([\d.]+) \(without initial connection time\)"),
+    Figure(Metric("latency_ms", "ms", "lower", "average latency of a successful transaction, its retries "
+                  "included (measured per transaction: -P is given)"), r"latency average = ([\d.]+) ms"),
+    Figure(Metric("latency_stddev_ms", "ms", "lower", "standard deviation of that latency"),
+           r"latency stddev = ([\d.]+) ms"),
+    Figure(Metric("initial_connection_ms", "ms", "lower", "time pgbench took to open its clients' connections "
+                  "before the first transaction"), r"initial connection time = ([\d.]+) ms"),
+    Figure(Metric("transactions", "tx", "higher", "'cnt': successful transactions, successfully retried ones "
+                  "included, failed ones not"), r"number of transactions actually processed: (\d+)"),
+    Figure(Metric("failures", "tx", "lower", "'failed': transactions that still met a serialization or deadlock "
+                  "error after --max-tries tries"), r"number of failed transactions: (\d+)"),
+    Figure(Metric("retried", "tx", "lower", "transactions retried at least once after a serialization or "
+                  "deadlock error (successfully retried + failed)"), r"number of transactions retried: (\d+)"),
+    Figure(Metric("retries", "1", "lower", "retries in all, over every retried transaction"),
+           r"total number of retries: (\d+)"),
+    Figure(Metric("clients", "1", "none", "pgbench -c: concurrent client sessions"), r"number of clients: (\d+)"),
+    Figure(Metric("threads", "1", "none", "pgbench -j: worker threads"), r"number of threads: (\d+)"),
+    Figure(Metric("scale", "1", "none", "scaling factor of the pgbench tables (read from pgbench_branches)"),
+           r"scaling factor: (\d+)"),
+    Figure(Metric("max_tries", "1", "none", "--max-tries: tries of a transaction that meets a serialization "
+                  "error"), r"maximum number of tries: (\d+)"),
+    Figure(Metric("duration_ms", "ms", "none", "pgbench -T: the run's planned duration"), r"duration: (\d+) s",
+           1000),
 )
 PROCESS = (
     Metric("wall_ms", "ms", "none", "pgbench's wall time from fork to exit (start-up, connections, the run, "
@@ -54,23 +67,7 @@ PROCESS = (
     Metric("cpu_sys_ms", "ms", "none", "CPU time pgbench itself used in the kernel (all its threads)"),
     Metric("peak_rss_mib", "MiB", "none", "pgbench's largest resident set"),
 )
-
-# What pgbench 15+ prints -> (metric, pattern, factor to the metric's unit).
-_PATTERNS = (
-    ("transactions", r"number of transactions actually processed: (\d+)", 1),
-    ("failures", r"number of failed transactions: (\d+)", 1),
-    ("retried", r"number of transactions retried: (\d+)", 1),
-    ("retries", r"total number of retries: (\d+)", 1),
-    ("latency_ms", r"latency average = ([\d.]+) ms", 1),
-    ("latency_stddev_ms", r"latency stddev = ([\d.]+) ms", 1),
-    ("initial_connection_ms", r"initial connection time = ([\d.]+) ms", 1),
-    ("tps", r"tps = ([\d.]+) \(without initial connection time\)", 1),
-    ("clients", r"number of clients: (\d+)", 1),
-    ("threads", r"number of threads: (\d+)", 1),
-    ("max_tries", r"maximum number of tries: (\d+)", 1),
-    ("scale", r"scaling factor: (\d+)", 1),
-    ("duration_ms", r"duration: (\d+) s", 1000),
-)
+METRICS = (*(f.metric for f in FIGURES), *PROCESS)   # every metric run() returns
 ESSENTIAL = ("tps", "latency_ms", "transactions")
 
 
@@ -113,11 +110,11 @@ def run(pgbench: Path | str, spec: TimedRun) -> dict:
 def parse_output(stdout: str) -> dict:
     """Every figure pgbench printed (15+ format); CaseError if the essential ones are missing."""
     out: dict[str, float | int] = {}
-    for key, pattern, factor in _PATTERNS:
-        m = re.search(pattern, stdout)
+    for figure in FIGURES:
+        m = re.search(figure.pattern, stdout)
         if m:
             text = m.group(1)
-            out[key] = (float(text) if "." in text else int(text)) * factor
+            out[figure.metric.name] = (float(text) if "." in text else int(text)) * figure.factor
     missing = [k for k in ESSENTIAL if k not in out]
     if missing:
         raise CaseError(f"pgbench printed no {', '.join(missing)}: {stdout.strip()[-200:]!r}")

@@ -78,7 +78,7 @@ PRESETS = {
 DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
                 "latency": (DIRECT,), "pg": ("15",)}
 
-METRICS = catalogue(*pgbench.FIGURES, *pgbench.PROCESS)
+METRICS = catalogue(*pgbench.METRICS)
 PRIMARY_METRIC = "tps"
 
 
