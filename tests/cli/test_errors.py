@@ -66,4 +66,5 @@ def test_studies_lists_dimensions_and_presets():
     assert study["dimensions"]["target"]["values"] == ["local", "fdw_local", "fdw_external", "fdw_external_ro"]
     assert study["presets"]["paper"] == {"help": study["presets"]["paper"]["help"], "repeat": 10,
                                          "scale": 100, "duration": 10}
-    assert study["presets"]["quick"]["repeat"] == 3 and study["presets"]["quick"]["duration"] == 2
+    assert study["presets"]["quick"]["repeat"] == 6 and study["presets"]["quick"]["duration"] == 1
+    assert "1 client" in study["presets"]["quick"]["help"]

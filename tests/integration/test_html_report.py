@@ -81,7 +81,7 @@ def html_report(runs, workspace_root, tmp_path_factory) -> Path:
 
 
 def test_export_json_and_csv(runs, exported, workspace_root):
-    assert exported["format_version"] == 1 and exported["run"]["run_id"] == runs[0]
+    assert exported["format_version"] == 2 and exported["run"]["run_id"] == runs[0]
     ms = exported["measurements"]
     assert len(ms) == 2 * 4 and all(m["ok"] and m["metrics"]["tps"] > 0 for m in ms)
     assert exported["link_probes"] and all(p["rtt_median_ms"] >= 0 for p in exported["link_probes"])
@@ -119,7 +119,7 @@ def test_chromium_renders_tables_and_plots(html_report, exported, chromium):
     for published in ("11,513", "1,483", "0.0869", "0.6748", "7.765"):   # RO.local, RO.FDW_local, ratio
         assert published in text, published
     env = exported["run"]["environment"]["sessions"][0]
-    assert env["cpu_model"] in text and env["pgbench"] in text
+    assert env["machine"]["cpu_model"] in text and env["tools"]["pgbench"] in text
     assert "repeatable-read" in text and exported["run"]["run_id"] in text
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import time
 from collections import Counter
@@ -38,9 +39,16 @@ def test_links_are_probed_before_and_after_every_round(linked_run):
     assert Counter((p["link"], p["round"], p["phase"]) for p in probes) == {
         (link, r, phase): 1 for link in ("pg15_source_0ms", "pg15_source_2ms") for r in (1, 2, 3)
         for phase in ("before", "after")}
-    rtt = {link: sorted(p["rtt_median_ms"] for p in probes if p["link"] == link)[3]
-           for link in ("pg15_source_0ms", "pg15_source_2ms")}
-    assert 1.6 < rtt["pg15_source_2ms"] - rtt["pg15_source_0ms"] < 3.0   # a 2 ms link adds about 2 ms (+ the proxy hop)
+    # A 2 ms link adds 2 ms (+ the proxy hop), read against the direct path to the same server probed
+    # at the same moment (round and phase): the fastest of each probe's 100 round trips is the one a
+    # busy machine disturbed least, and the direct path's own spread (p95 - min) says how busy it was.
+    by = {(p["link"], p["round"], p["phase"]): p for p in probes}
+    pairs = [(by[("pg15_source_0ms", r, phase)], by[("pg15_source_2ms", r, phase)])
+             for r in (1, 2, 3) for phase in ("before", "after")]
+    assert all(link["rtt_min_ms"] >= 2.0 for _, link in pairs), "no round trip can beat the link's latency"
+    added = statistics.median(link["rtt_min_ms"] - direct["rtt_min_ms"] for direct, link in pairs)
+    busy = statistics.median(direct["rtt_p95_ms"] - direct["rtt_min_ms"] for direct, _ in pairs)
+    assert 1.6 < added < 3.0 + busy, (added, busy)
 
 
 def test_ro_tps_through_2ms_link_far_below_direct(linked_run):
@@ -66,7 +74,7 @@ def test_each_transaction_costs_several_round_trips(linked_run):
 
 def test_links_recorded_in_environment(linked_run):
     _, rep = linked_run
-    links = rep["run"]["environment"]["sessions"][0]["links"]
+    links = rep["run"]["environment"]["sessions"][0]["paths"]
     assert links["pg15_source_2ms"]["latency_ms"] == 2 and links["pg15_source_2ms"]["kind"].startswith("proxy")
     assert links["pg15_source_0ms"]["kind"].startswith("direct")
     if os.geteuid() == 0:  # the remote role then sits on its own network stack

@@ -3,9 +3,17 @@
 import pytest
 
 from pgpathbench.report import html
+from pgpathbench.results.model import RunResult
 from pgpathbench.studies import get
 
 STUDY = get("fdw-overhead")
+
+
+def study_plots(measurements, probes):
+    """The study's plots of a run made of these measurements and link probes."""
+    run = RunResult.from_rows({"run_id": "r1", "studies": ["fdw-overhead"]}, [], measurements,
+                              [{"session": 1, "round_trips": 100, **p} for p in probes])
+    return STUDY.plots(run.study("fdw-overhead"))
 
 
 def measurements(latencies=("0ms",)):
@@ -34,7 +42,7 @@ def probes(prefix=""):
 
 
 def test_bars_by_target_without_latencies():
-    plots = STUDY.plots({}, measurements(), [])
+    plots = study_plots(measurements(), [])
     assert [p.kind for p in plots] == ["bar", "bar"]
     tps, latency = plots
     assert list(tps.series) == ["local", "FDW_local", "FDW_external"]
@@ -51,7 +59,7 @@ def test_bars_by_target_without_latencies():
 
 @pytest.mark.parametrize("prefix", ["", "pg15_"])
 def test_against_measured_rtt_with_several_latencies(prefix):
-    plots = STUDY.plots({}, measurements(("0ms", "2ms", "5ms")), probes(prefix))
+    plots = study_plots(measurements(("0ms", "2ms", "5ms")), probes(prefix))
     assert [p.kind for p in plots] == ["bar", "bar", "line", "line"]
     tps_rtt = plots[2]
     assert "round-trip" in tps_rtt.x_label and tps_rtt.x_label.endswith("ms")
@@ -63,12 +71,12 @@ def test_against_measured_rtt_with_several_latencies(prefix):
 
 
 def test_no_measurements_no_plots():
-    assert STUDY.plots({}, [], []) == []
+    assert study_plots([], []) == []
 
 
 def test_extra_dimensions_show_only_when_they_vary():
-    one = [{**m, "dims": {**m["dims"], "pg": "15"}} for m in measurements()]
-    assert [p.x for p in STUDY.plots({}, one, [])[0].series["local"]] == ["RO · 1 client", "RW · 1 client"]
-    two = one + [{**m, "dims": {**m["dims"], "pg": "16"}} for m in measurements()]
-    cats = [p.x for p in STUDY.plots({}, two, [])[0].series["local"]]
+    one = [{**m, "case_id": m["case_id"] + ":15", "dims": {**m["dims"], "pg": "15"}} for m in measurements()]
+    assert [p.x for p in study_plots(one, [])[0].series["local"]] == ["RO · 1 client", "RW · 1 client"]
+    two = one + [{**m, "case_id": m["case_id"] + ":16", "dims": {**m["dims"], "pg": "16"}} for m in measurements()]
+    cats = [p.x for p in study_plots(two, [])[0].series["local"]]
     assert cats == ["RO · 1 client · PG 15", "RO · 1 client · PG 16", "RW · 1 client · PG 15", "RW · 1 client · PG 16"]

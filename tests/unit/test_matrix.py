@@ -91,3 +91,15 @@ def test_latency_rejects(raw):
     from pgpathbench.studies.base import LATENCY
     with pytest.raises(UserError, match="^--latency: "):
         LATENCY.validate(raw, "--latency")
+
+
+def test_fdw_overhead_quick_preset_is_the_seeds_shape_in_six_rounds():
+    """The demo: 1 client, RO and RW, the four targets, at least 6 rounds (real 95% intervals) of 1 s."""
+    study = STUDIES["fdw-overhead"]
+    quick = study.presets["quick"]
+    dims = {name: tuple(quick.dims.get(name, study.default_dims[name])) for name in study.dimensions}
+    cases = study.cases(StudyOptions(study.name, "quick", quick.repeat, quick.params, dims))
+    assert {c.case_id for c in cases} == {f"{w}:{t}:1:0ms:15" for w in ("ro", "rw")
+                                          for t in ("local", "fdw_local", "fdw_external", "fdw_external_ro")} \
+        - {"rw:fdw_external_ro:1:0ms:15"}
+    assert quick.repeat >= 6 and quick.params["duration"] == 1

@@ -1,10 +1,15 @@
-"""Parsing what pgbench 15 prints (output captured from Debian's pgbench 15.18 here)."""
+"""Parsing what pgbench 15 prints (output captured from Debian's pgbench 15.18 here), and the metrics a
+measurement carries, each declared in fdw-overhead's catalogue."""
+
+from dataclasses import replace
 
 import pytest
 
 from pgpathbench.errors import CaseError
 from pgpathbench.references import published_tps_ratio
-from pgpathbench.studies.fdw_overhead import parse_pgbench
+from pgpathbench.studies import get
+from pgpathbench.tools.pgbench import TimedRun, parse_output, process_metrics
+from pgpathbench.tools.spawn import Measured
 
 OUTPUT = """pgbench (15.18 (Debian 15.18-0+deb12u1))
 transaction type: <builtin: TPC-B (sort of)>
@@ -26,25 +31,44 @@ tps = 1530.402611 (without initial connection time)
 
 
 def test_parse_every_figure():
-    m = parse_pgbench(OUTPUT)
+    m = parse_output(OUTPUT)
     assert m == {"transactions": 3061, "failures": 752, "retried": 2404, "retries": 8240,
                  "latency_ms": 1.164, "latency_stddev_ms": 0.931, "initial_connection_ms": 7.35,
                  "tps": 1530.402611, "clients": 5, "threads": 1, "max_tries": 10, "scale": 1,
-                 "duration_s": 2}
+                 "duration_ms": 2000}
 
 
 def test_parse_without_retries_defaults_them_to_zero():
     plain = "\n".join(l for l in OUTPUT.splitlines() if "retr" not in l and "failed" not in l)
-    m = parse_pgbench(plain)
+    m = parse_output(plain)
     assert (m["failures"], m["retries"], m["retried"]) == (0, 0, 0)
 
 
 def test_parse_rejects_truncated_output():
     with pytest.raises(CaseError, match="printed no tps"):
-        parse_pgbench(OUTPUT.split("tps =")[0])
+        parse_output(OUTPUT.split("tps =")[0])
 
 
 def test_published_ratio_from_seed_000_means():
     assert published_tps_ratio("ro", "fdw_external", 1) == pytest.approx(11512.79 / 1511.04)
     assert published_tps_ratio("rw", "fdw_local", 1) == pytest.approx(209.49 / 139.72)
     assert published_tps_ratio("ro", "fdw_external", 5) is None
+
+
+def test_every_metric_a_measurement_carries_is_declared():
+    measured = Measured(("pgbench",), 0, OUTPUT, "", wall_s=2.05, user_s=0.4, sys_s=0.3, peak_rss_kib=8192)
+    carried = {**parse_output(OUTPUT), **process_metrics(measured)}
+    study = get("fdw-overhead")
+    assert set(carried) == set(study.metrics)
+    assert study.metrics[study.primary_metric].higher_is_better and study.primary_metric == "tps"
+    assert (carried["wall_ms"], carried["cpu_user_ms"], carried["cpu_sys_ms"], carried["peak_rss_mib"]) == \
+        (pytest.approx(2050), pytest.approx(400), pytest.approx(300), 8.0)
+
+
+def test_command_keeps_n_and_reads_latency_stddev():
+    ro = TimedRun("localfdw", "/sock", 5432, "pgpathbench", clients=5, duration_s=1, select_only=True, max_tries=10)
+    assert ro.command("pgbench") == ["pgbench", "-n", "-S", "-c", "5", "-T", "1", "-P", "2", "--max-tries=10",
+                                     "-h", "/sock", "-p", "5432", "-U", "pgpathbench", "localfdw"]
+    rw = replace(ro, select_only=False)
+    assert "-S" not in rw.command("pgbench") and rw.command("pgbench")[1] == "-n"
+    assert ro.timeout_s == 61

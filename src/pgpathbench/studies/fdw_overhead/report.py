@@ -1,0 +1,273 @@
+"""fdw-overhead's tables and charts, read from the result model.
+
+The seed's two tables (TPS and latency: max, min, mean, plus median and 95% CI) beside the
+published figures, the overhead ratio local/target paired by round, the cost of a round trip
+when several latencies were measured, serialization failures, and what pgbench itself cost.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ...references import FDW_OVERHEAD_LATENCY_MS, FDW_OVERHEAD_TPS, Published, published_tps_ratio
+from ...report import Plot, Point, Table
+from ...results.model import CaseResult, StudyResult
+from ...servers.paths import DIRECT, NetworkPath, latency_ms
+from ...stats import Summary, linear_fit, ratio_summary, summarise
+from .spec import REMOTE_TARGETS, TARGET_LABEL, network_path
+
+LEGACY_MAJOR = "15"   # runs stored before majors were a dimension ran 15 and named links without it
+PUBLISHED_NOTE = ("Published: seed 000's table (PostgreSQL 9.6.2, scale 100, 10 x 10 s, 1 client; "
+                  "FDW_ext_ro from seed 001). Compare ratios, not absolute figures, across machines.")
+COVERAGE_NOTE = "An interval followed by (NN%) covers only NN%: too few rounds for 95%."
+PATH_COLUMN = "Path to source (measured RTT)"
+
+
+class Key(NamedTuple):
+    """One case of the report, with clients as a number (for sorting)."""
+    workload: str
+    target: str
+    clients: int
+    latency: str = DIRECT
+    pg: str = LEGACY_MAJOR
+
+    @classmethod
+    def of(cls, case: CaseResult) -> "Key":
+        return cls(case["workload"], case["target"], int(case["clients"]), case.get("latency", DIRECT),
+                   case.get("pg", LEGACY_MAJOR))
+
+    @property
+    def bench(self) -> str:
+        """'RO.FDW_local_5@2ms': the seed's bench name, with clients and link when not 1 and direct."""
+        return (f"{self.workload.upper()}.{TARGET_LABEL[self.target]}" + (f"_{self.clients}" if self.clients != 1 else "")
+                + (f"@{self.latency}" if self.latency != DIRECT else ""))
+
+    @property
+    def path(self) -> NetworkPath | None:
+        return network_path(self.target, self.latency, self.pg)
+
+    def path_text(self, rtt: dict[str, float]) -> str:
+        return "unix socket" if self.path is None else self.path.describe(rtt)
+
+    def order(self) -> tuple:
+        return (self.workload, int(self.pg), self.clients, list(TARGET_LABEL).index(self.target),
+                latency_ms(self.latency))
+
+
+Cases = list[tuple[Key, CaseResult]]
+
+
+def _path_id(link: str) -> str:
+    return link if link.startswith("pg") else f"pg{LEGACY_MAJOR}_{link}"
+
+
+def _measured_rtt(result: StudyResult) -> dict[str, float]:
+    """Path id -> the median of its probes."""
+    return {_path_id(link): v for link, v in result.rtt().items()}
+
+
+def _cases(result: StudyResult) -> Cases:
+    """The measured cases (at least one success), in the report's order."""
+    return sorted(((Key.of(c), c) for c in result.cases if c.ok), key=lambda kc: kc[0].order())
+
+
+# -- tables ---------------------------------------------------------------------------------------
+def tables(result: StudyResult) -> list[Table]:
+    cases = _cases(result)
+    rtt = _measured_rtt(result)
+    out = [_aggregate_table("TPS (without initial connection time)", "tps", cases, rtt, FDW_OVERHEAD_TPS),
+           _aggregate_table("Latency average, ms", "latency_ms", cases, rtt, FDW_OVERHEAD_LATENCY_MS),
+           _ratio_table(cases, rtt)]
+    if len({k.latency for k, _ in cases}) > 1:
+        out.append(_rtt_cost_table(cases, result))
+    return out + [t for t in (_retries_table(cases), _client_cost_table(cases)) if t is not None]
+
+
+def _aggregate_table(title: str, metric: str, cases: Cases, rtt: dict[str, float],
+                     published: dict[tuple, Published]) -> Table:
+    rows = []
+    for k, c in cases:
+        s = c.summary(metric)
+        if s is None:
+            continue
+        ref = published.get((k.workload, k.target, k.clients)) if k.latency == DIRECT else None
+        rows.append([k.bench, k.workload.upper(), TARGET_LABEL[k.target], k.clients, k.pg, k.path_text(rtt),
+                     s.max, s.min, s.mean, s.median, s.ci_text, s.n, ref.mean if ref else None])
+    return Table(title, ["Bench", "Type", "Target", "Clients", "PG", PATH_COLUMN, "Max", "Min", "Mean", "Median",
+                         "95% CI of median", "n", "Published mean"], rows, [PUBLISHED_NOTE, COVERAGE_NOTE],
+                 align_left=6, detail=(1, 2, 3, 6, 7, 8))
+
+
+def _overheads(cases: Cases) -> dict[Key, Summary]:
+    """TPS of local / TPS through each FDW target, paired by round."""
+    by_key = dict(cases)
+    out = {}
+    for k, c in cases:
+        local = by_key.get(k._replace(target="local", latency=DIRECT))
+        if k.target == "local" or local is None:
+            continue
+        r = ratio_summary(local.values("tps"), c.values("tps"))
+        if r is not None:
+            out[k] = r
+    return out
+
+
+def _ratio_table(cases: Cases, rtt: dict[str, float]) -> Table:
+    ratios = _overheads(cases)
+    rows = [[k.bench, k.workload.upper(), k.clients, TARGET_LABEL[k.target], k.pg, k.path_text(rtt), r.median,
+             r.ci_text, r.verdict(1.0),
+             published_tps_ratio(k.workload, k.target, k.clients) if k.latency == DIRECT else None]
+            for k, r in ratios.items()]
+    notes = ["Ratio: TPS of local / TPS through the target, paired by round (measured back to back); "
+             "above 1 = the FDW path is slower. Published: from the means of seed 000's table."]
+    for pg, clients in sorted({(k.pg, k.clients) for k, _ in cases}):
+        ro, rw = (ratios.get(Key(w, "fdw_external", clients, DIRECT, pg)) for w in ("ro", "rw"))
+        if ro and rw:
+            notes.append(f"PG {pg}, {clients} client(s), FDW_external: RO overhead {ro.median:.2f}x "
+                         f"{'above' if ro.median > rw.median else 'NOT above'} RW overhead {rw.median:.2f}x "
+                         "(seed 000: RO about 6.7x, far above RW).")
+    return Table("Overhead: TPS local / TPS target", ["Bench", "Type", "Clients", "Target", "PG", PATH_COLUMN,
+                                                     "Ratio (median)", "95% CI", "Differs from 1", "Published ratio"],
+                 rows, notes, align_left=6, detail=(1, 2, 3, 5))
+
+
+def _rtt_cost_table(cases: Cases, result: StudyResult) -> Table:
+    """Latency per transaction against the round trip measured in the same round."""
+    round_rtt = {(_path_id(link), r): v for (link, r), v in result.rtt_by_round().items()}
+    points: dict[tuple, tuple[list[float], list[float]]] = {}
+    for k, c in cases:
+        if k.target not in REMOTE_TARGETS:
+            continue
+        xs, ys = points.setdefault((k.workload, k.target, k.clients, k.pg), ([], []))
+        for round_no, latency in c.values("latency_ms").items():
+            x = round_rtt.get((k.path.id, round_no))
+            if x is not None:
+                xs.append(x)
+                ys.append(latency)
+    rows = []
+    for (workload, target, clients, pg), (xs, ys) in sorted(points.items()):
+        try:
+            fit = linear_fit(xs, ys)
+        except ValueError:
+            continue
+        rows.append([workload.upper(), clients, TARGET_LABEL[target], pg, fit.n, fit.slope,
+                     f"[{fit.slope_low:.2f}, {fit.slope_high:.2f}]", fit.intercept, fit.r2])
+    return Table("Cost of a round trip: latency per transaction against measured RTT",
+                 ["Type", "Clients", "Target", "PG", "Points", "ms per ms of RTT", "95% CI",
+                  "Latency at 0 RTT, ms", "R²"], rows,
+                 ["Slope of pgbench's latency average against the link's round trip measured in the same round: "
+                  "about the number of network round trips each transaction makes through postgres_fdw."],
+                 align_left=4)
+
+
+def _retries_table(cases: Cases) -> Table | None:
+    rows = [[k.bench, c.median("failures"), c.median("retries"), c.median("initial_connection_ms")]
+            for k, c in cases if any(max(c.values(x).values(), default=0) > 0 for x in ("failures", "retries"))]
+    if not rows:
+        return None
+    return Table("Serialization failures and retries per measurement (median)",
+                 ["Bench", "Failed txns", "Retries", "Init. conn. ms"], rows,
+                 ["Failed: still failing after --max-tries; retried transactions are counted in TPS."])
+
+
+def _client_cost_table(cases: Cases) -> Table | None:
+    """What the pgbench process cost: is the client the bottleneck on this machine?"""
+    rows = []
+    for k, c in cases:
+        wall, user, system = c.values("wall_ms"), c.values("cpu_user_ms"), c.values("cpu_sys_ms")
+        busy = [100 * (user[r] + system[r]) / wall[r] for r in wall.keys() & user.keys() & system.keys() if wall[r]]
+        if not busy:
+            continue
+        rows.append([k.bench, k.pg, c.median("wall_ms"), c.median("cpu_user_ms"), c.median("cpu_sys_ms"),
+                     summarise(busy).median, c.median("peak_rss_mib"), len(busy)])
+    if not rows:
+        return None
+    return Table("pgbench's own cost per measurement (median)",
+                 ["Bench", "PG", "Wall, ms", "CPU user, ms", "CPU sys, ms", "CPU, % of wall", "Peak RSS, MiB", "n"],
+                 rows, ["From the kernel's accounting of the pgbench process (wait4): near 100% of one core per "
+                        "pgbench thread, the client and not the path would set the pace."])
+
+
+# -- charts (report --html) -----------------------------------------------------------------------
+def plots(result: StudyResult) -> list[Plot]:
+    """TPS and latency by target (grouped bars per workload and clients, with the 95% CI of the
+    median as error bars); with several latencies, TPS and latency against the path's measured
+    round trip (x = median of its probes)."""
+    cases = _cases(result)
+    if not cases:
+        return []
+    # The major names a category only when the run has several (Key.order() sorts by it).
+    several_majors = len({k.pg for k, _ in cases}) > 1
+    extra = {k: f" · PG {k.pg}" if several_majors else "" for k, _ in cases}
+    out = [_target_bars(cases, extra, "tps", "Throughput by target (TPS, without initial connection time)",
+                        "Throughput, transactions/s"),
+           _target_bars(cases, extra, "latency_ms", "Latency by target (pgbench latency average)",
+                        "Latency per transaction, ms")]
+    if len({k.latency for k, _ in cases}) > 1:
+        rtt = _measured_rtt(result)
+        out += [_rtt_lines(cases, extra, rtt, "tps", "Throughput against measured round-trip time",
+                           "Throughput, transactions/s", log_y=True),
+                _rtt_lines(cases, extra, rtt, "latency_ms", "Latency per transaction against measured round-trip time",
+                           "Latency per transaction, ms", log_y=False,
+                           extra_note="The slope is about the number of network round trips per transaction "
+                                      "(fitted in the table 'Cost of a round trip').")]
+    return [p for p in out if p is not None and any(p.series.values())]
+
+
+def _coverage_note(summaries: list[Summary]) -> str:
+    n_min = min(s.n for s in summaries)
+    worst = min(s.coverage for s in summaries)
+    text = ("Bars and points: median of the rounds; error bars: 95% confidence interval of the median "
+            "(order statistics, no assumption about the distribution)")
+    if worst < 0.95:
+        text += (f". With {n_min} rounds the widest interval, min to max, covers only {worst:.0%}: "
+                 "run more rounds (6 or more) for 95%")
+    return text + "."
+
+
+def _clients_text(clients: int) -> str:
+    return f"{clients} client{'s' if clients != 1 else ''}"
+
+
+def _target_bars(cases: Cases, extra: dict[Key, str], metric: str, title: str, y_label: str) -> Plot | None:
+    points: dict[str, list[Point]] = {}
+    summaries = []
+    for k, c in cases:
+        s = c.summary(metric)
+        if s is None:
+            continue
+        summaries.append(s)
+        name = TARGET_LABEL[k.target] + (f" over {k.latency} link" if k.latency != DIRECT else "")
+        category = f"{k.workload.upper()} · {_clients_text(k.clients)}{extra[k]}"
+        points.setdefault(name, []).append(Point(category, s.median, s.ci_low, s.ci_high))
+    if not summaries:
+        return None
+    medians = [s.median for s in summaries]
+    log_y = min(medians) > 0 and max(medians) / min(medians) > 20
+    notes = [_coverage_note(summaries)]
+    if log_y:
+        notes.append("Logarithmic axis: the values span more than a factor of 20; equal steps are equal ratios.")
+    return Plot(title, "pgbench workload (RO: select only, RW: TPC-B-like) · concurrent clients", y_label, "bar",
+                points, log_y=log_y, notes=notes)
+
+
+def _rtt_lines(cases: Cases, extra: dict[Key, str], rtt: dict[str, float], metric: str, title: str, y_label: str,
+               log_y: bool, extra_note: str | None = None) -> Plot | None:
+    points: dict[str, list[Point]] = {}
+    summaries = []
+    for k, c in cases:
+        s = c.summary(metric)
+        x = rtt.get(k.path.id) if k.target in REMOTE_TARGETS else None
+        if s is None or x is None:
+            continue
+        summaries.append(s)
+        name = f"{k.workload.upper()} · {_clients_text(k.clients)} · {TARGET_LABEL[k.target]}{extra[k]}"
+        points.setdefault(name, []).append(Point(x, s.median, s.ci_low, s.ci_high))
+    if not summaries:
+        return None
+    notes = [_coverage_note(summaries),
+             "x: the round trip of the link to the source, median of its probes before and after every round."]
+    if extra_note:
+        notes.append(extra_note)
+    return Plot(title, "Measured round-trip time to the source, ms", y_label, "line", points, log_y=log_y,
+                notes=notes)

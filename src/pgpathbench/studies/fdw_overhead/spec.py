@@ -1,0 +1,90 @@
+"""fdw-overhead's vocabulary: dimensions, parameters, presets, metrics, and which network path a
+case crosses.
+
+Targets: `local` (pgbench on the source database itself), `fdw_local` (foreign tables in a
+database of the source instance, reaching it over loopback TCP), `fdw_external` and
+`fdw_external_ro` (foreign tables on the external instance, the latter `updatable 'false'`,
+seed 000's Snippet 2), over the direct path or an emulated link per --latency.
+"""
+
+from __future__ import annotations
+
+from ...matrix import Dimension, Parameter, Preset, positive_int
+from ...metrics import catalogue
+from ...servers.paths import DIRECT, NetworkPath
+from ...tools import pgbench
+from ..base import BANDWIDTH, LATENCY, PG
+
+TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
+REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
+TARGET_LABEL = {"local": "local", "fdw_local": "FDW_local", "fdw_external": "FDW_external",
+                "fdw_external_ro": "FDW_ext_ro"}
+ISOLATIONS = {"repeatable-read": "repeatable read", "read-committed": "read committed",
+              "serializable": "serializable"}
+SOURCE_ROLE = "source"    # the role (and database) holding the pgbench tables
+
+
+def whole_seconds(v: str) -> int:
+    try:
+        x = float(v)
+    except ValueError:
+        raise ValueError(f"'{v}' is not a number of seconds") from None
+    if not x > 0:
+        raise ValueError(f"must be a positive number of seconds, got {v}")
+    if x != int(x):
+        raise ValueError(f"pgbench takes whole seconds, got {v}")
+    return int(x)
+
+
+def count(what: str, minimum: int):
+    def parse(v: str) -> int:
+        if not v.isdigit() or int(v) < minimum:
+            raise ValueError(f"'{v}' is not a whole number >= {minimum} of {what}")
+        return int(v)
+    return parse
+
+
+def isolation(v: str) -> str:
+    if v not in ISOLATIONS:
+        raise ValueError(f"unknown isolation '{v}'; choose from {','.join(ISOLATIONS)}")
+    return v
+
+
+DIMENSIONS = {
+    "workload": Dimension("workload", "ro: pgbench -S (select only); rw: the default TPC-B-like script",
+                          ("ro", "rw")),
+    "target": Dimension("target", "where pgbench connects: the table itself, or foreign tables over it",
+                        tuple(TARGET_LABEL)),
+    "clients": Dimension("clients", "pgbench -c: concurrent client sessions", parse=positive_int("clients")),
+    "latency": LATENCY,
+    "pg": PG,
+}
+PARAMETERS = {
+    "scale": Parameter("scale", "pgbench scale factor of the source (100 = 10M accounts)", count("scale", 1)),
+    "duration": Parameter("duration", "seconds per measurement (pgbench -T)", whole_seconds),
+    "max_tries": Parameter("max_tries", "pgbench --max-tries for serialization failures", count("tries", 1), 10),
+    "isolation": Parameter("isolation", "default_transaction_isolation on every database", isolation,
+                           "repeatable-read"),
+    "bandwidth": BANDWIDTH,
+}
+# quick: the seeds' shape (1 client, RO and RW, the four targets) in 6 rounds of 1 s: the fewest
+# rounds whose min..max interval of a median covers 95%, and the whole run within about a minute.
+PRESETS = {
+    "quick": Preset("quick", "scale 1, 1 client, 6 rounds x 1 s (demo, tests)", 6, {"scale": 1, "duration": 1},
+                    {"clients": ("1",)}),
+    "standard": Preset("standard", "scale 10, 5 rounds x 10 s", 5, {"scale": 10, "duration": 10}),
+    "paper": Preset("paper", "the seeds: scale 100, 10 rounds x 10 s", 10, {"scale": 100, "duration": 10}),
+}
+DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
+                "latency": (DIRECT,), "pg": ("15",)}
+
+METRICS = catalogue(*pgbench.METRICS)
+PRIMARY_METRIC = "tps"
+
+
+def network_path(target: str, latency: str, pg: str) -> NetworkPath | None:
+    """The path to the source a target's queries cross: none for local (the unix socket),
+    the direct loopback path for fdw_local, the case's link for the external targets."""
+    if target == "local":
+        return None
+    return NetworkPath(pg, SOURCE_ROLE, latency if target in REMOTE_TARGETS else DIRECT)

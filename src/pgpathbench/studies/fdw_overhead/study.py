@@ -1,0 +1,151 @@
+"""fdw-overhead (seeds 000, 001): pgbench over a local table vs postgres_fdw.
+
+Two managed instances, as in the seeds: `source` holds the pgbench tables (database source)
+and a database localfdw whose foreign tables reach source on the same instance (FDW_local);
+`external` holds databases external and external_ro whose foreign tables reach the source
+instance (FDW_external, FDW_ext_ro with updatable 'false', Snippet 2). Snippet 1 is followed
+(IMPORT FOREIGN SCHEMA of the four tables over TCP).
+
+What we know now that the seeds did not say: pgbench always runs with -n, because without it
+pgbench TRUNCATEs pgbench_history and postgres_fdw (14+) sends that TRUNCATE to the source; the
+source is instead vacuumed directly before every read-write measurement (what -n skips).
+All transactions run at REPEATABLE READ, as in the seeds (postgres_fdw uses it remotely), so
+several read-write clients meet serialization failures: pgbench retries them (--max-tries) and
+failures and retries are kept with each measurement.
+
+Remote links (--latency, --bandwidth): the external instance reaches the source through an
+emulated link per requested latency (a database per link: external_5ms, external_ro_5ms);
+local and fdw_local never cross one and are measured once, at 0ms. Every path's round trip is
+measured before and after each round, and the report reads the overhead against it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from psycopg import sql
+
+from ...matrix import Case, cross
+from ...report import Plot, Table
+from ...results.model import StudyResult
+from ...servers import fdw
+from ...servers.cluster import SUPERUSER, Cluster
+from ...servers.paths import DIRECT, NetworkPath
+from ...tools import pgbench
+from ..base import Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
+from . import report as study_report, spec
+from .spec import ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
+
+SERVER = "source_server"    # the foreign server, in every database with foreign tables
+
+
+class FdwOverhead:
+    name = "fdw-overhead"
+    title = "pgbench through a local table vs postgres_fdw"
+    seeds = ("000", "001")
+    required_tools = ("initdb", "postgres", "pgbench")
+    dimensions = spec.DIMENSIONS
+    parameters = spec.PARAMETERS
+    presets = spec.PRESETS
+    default_dims = spec.DEFAULT_DIMS
+    metrics = spec.METRICS
+    primary_metric = spec.PRIMARY_METRIC
+
+    # -- the matrix -------------------------------------------------------------------------
+    def cases(self, options: StudyOptions) -> list[Case]:
+        requested = options.dims["latency"]
+        dims = {**options.dims, "latency": latencies_with_direct(requested)}
+
+        def exclude(d: dict[str, str]) -> bool:
+            # updatable 'false' foreign tables cannot take pgbench's writes: RO only, as in seed 001.
+            if d["workload"] == "rw" and d["target"] == "fdw_external_ro":
+                return True
+            # Only the external targets cross a link; the others are always measured, directly.
+            if d["target"] in REMOTE_TARGETS:
+                return d["latency"] not in requested
+            return d["latency"] != DIRECT
+
+        return cross(self.name, self.dimensions, dims, exclude)
+
+    def path(self, case: Case) -> NetworkPath | None:
+        return spec.network_path(case["target"], case["latency"], case["pg"])
+
+    # -- servers and data -------------------------------------------------------------------
+    def prepare(self, env: StudyEnv) -> Setup:
+        p = env.options.params
+        t0 = time.monotonic()
+        # With links requested, the source is a remote role: on its own network stack when possible.
+        source = env.servers.cluster(SOURCE_ROLE, remote=links_requested(env.options), bandwidth_kbit=p.get("bandwidth"))
+        needs_external = any(t in REMOTE_TARGETS for t in env.options.dims["target"])
+        external = env.servers.cluster("external") if needs_external else None
+        env.log(f"servers up in {time.monotonic() - t0:.1f} s")
+
+        t0 = time.monotonic()
+        source.create_database("source")
+        pgbench.initialize(env.bins.path("pgbench"), str(source.sockdir), source.port, SUPERUSER, "source", p["scale"])
+        env.log(f"pgbench data at scale {p['scale']} loaded in {time.monotonic() - t0:.1f} s")
+
+        isolation = ISOLATIONS[p["isolation"]]
+        source.execute("source", f"ALTER DATABASE source SET default_transaction_isolation = '{isolation}'")
+        env.state["source"] = source
+        env.state["targets"] = self._targets(env, source, external, isolation)
+        return Setup(tools={"pgbench": pgbench.version(env.bins.path("pgbench"))},
+                     facts={"scale": p["scale"], "isolation": isolation, "pgbench_flags": "-n always; --max-tries",
+                            "foreign_server": "postgres_fdw over TCP (scram-sha-256), direct or through an "
+                                              "emulated link"})
+
+    @staticmethod
+    def _targets(env: StudyEnv, source: Cluster, external: Cluster | None,
+                 isolation: str) -> dict[tuple[str, str], tuple[Cluster, str]]:
+        """(target, latency) -> (cluster, database) pgbench connects to, foreign tables made."""
+        bandwidth = env.options.params.get("bandwidth")
+        targets = {("local", DIRECT): (source, "source")}
+        # fdw_local's path to the source is the direct loopback one: probed like every link.
+        env.servers.path(NetworkPath(env.major, SOURCE_ROLE, DIRECT), source)
+        for target in env.options.dims["target"]:
+            if target == "fdw_local":
+                # Inside the source's own network stack: loopback, whatever stack that is.
+                _foreign_tables(source, "localfdw", "127.0.0.1", source.port, source, isolation, readonly=False)
+                targets[(target, DIRECT)] = (source, "localfdw")
+            elif target in REMOTE_TARGETS:
+                base = {"fdw_external": "external", "fdw_external_ro": "external_ro"}[target]
+                for latency in env.options.dims["latency"]:
+                    link = env.servers.path(NetworkPath(env.major, SOURCE_ROLE, latency), source, bandwidth)
+                    db = base if latency == DIRECT else f"{base}_{latency}"
+                    _foreign_tables(external, db, link.host, link.port, source, isolation,
+                                    readonly=target == "fdw_external_ro")
+                    targets[(target, latency)] = (external, db)
+        return targets
+
+    # -- one measurement --------------------------------------------------------------------
+    def measure(self, env: StudyEnv, case: Case) -> dict:
+        p = env.options.params
+        cluster, db = env.state["targets"][(case["target"], case["latency"])]
+        if case["workload"] == "rw":
+            # What pgbench -n skips, done on the source itself: never through a foreign table.
+            env.state["source"].execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers",
+                                        "TRUNCATE pgbench_history")
+        run = pgbench.TimedRun(db, str(cluster.sockdir), cluster.port, SUPERUSER, clients=int(case["clients"]),
+                               duration_s=int(p["duration"]), select_only=case["workload"] == "ro",
+                               max_tries=int(p["max_tries"]))
+        return pgbench.run(env.bins.path("pgbench"), run)
+
+    # -- the report -------------------------------------------------------------------------
+    def report(self, result: StudyResult) -> list[Table]:
+        return study_report.tables(result)
+
+    def plots(self, result: StudyResult) -> list[Plot]:
+        return study_report.plots(result)
+
+
+def _foreign_tables(cluster: Cluster, db: str, host: str, port: int, source: Cluster, isolation: str,
+                    readonly: bool) -> None:
+    """Database `db` on `cluster` with the four pgbench tables as foreign tables of the source."""
+    cluster.create_database(db)
+    with cluster.connect(db) as conn:
+        fdw.create_server(conn, SERVER, host, port, "source", SUPERUSER, source.password)
+        fdw.import_schema(conn, SERVER, "public", "public", TABLES)
+        conn.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_isolation = {}").format(
+            sql.Identifier(db), sql.Literal(isolation)))
+        if readonly:  # seed 000, Snippet 2
+            fdw.alter_tables(conn, TABLES, {"updatable": "false"})

@@ -1,0 +1,142 @@
+"""pgbench as a measuring tool: its command line, its run through the measured spawn, its figures.
+
+`TimedRun` says what one `pgbench -T` run of a builtin script is (database, clients, seconds,
+select-only or TPC-B-like, --max-tries); `run()` spawns it through tools/spawn.py and returns
+every figure pgbench printed (`parse_output`) with what the kernel accounted for it (wall time,
+CPU, peak RSS: `process_metrics`). METRICS declares each of them as pgbench.c's StatsData
+comment defines its counters; a study's catalogue takes them from here.
+
+pgbench always runs with -n: without it pgbench TRUNCATEs pgbench_history, and postgres_fdw
+(14+) sends that TRUNCATE through a foreign table to the remote server. A caller that wants
+what -n skips (vacuum, truncate) does it on the tables themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CaseError
+from ..metrics import Metric
+from .spawn import Measured, spawn_measured
+
+GRACE_S = 60              # pgbench -T ends on time; past duration + grace it is hung
+APPLICATION_NAME = "pgpathbench"
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure pgbench prints: the metric it becomes and how pgbench 15+ prints it."""
+    metric: Metric
+    pattern: str         # group 1 is the value
+    factor: int = 1      # to the metric's unit (pgbench prints -T in seconds)
+
+
+FIGURES = (
+    Figure(Metric("tps", "tx/s", "higher", "successful transactions per second, the initial connections' time "
+                  "excluded"), r"tps = ([\d.]+) \(without initial connection time\)"),
+    Figure(Metric("latency_ms", "ms", "lower", "average latency of a successful transaction, its retries "
+                  "included (measured per transaction: -P is given)"), r"latency average = ([\d.]+) ms"),
+    Figure(Metric("latency_stddev_ms", "ms", "lower", "standard deviation of that latency"),
+           r"latency stddev = ([\d.]+) ms"),
+    Figure(Metric("initial_connection_ms", "ms", "lower", "time pgbench took to open its clients' connections "
+                  "before the first transaction"), r"initial connection time = ([\d.]+) ms"),
+    Figure(Metric("transactions", "tx", "higher", "'cnt': successful transactions, successfully retried ones "
+                  "included, failed ones not"), r"number of transactions actually processed: (\d+)"),
+    Figure(Metric("failures", "tx", "lower", "'failed': transactions that still met a serialization or deadlock "
+                  "error after --max-tries tries"), r"number of failed transactions: (\d+)"),
+    Figure(Metric("retried", "tx", "lower", "transactions retried at least once after a serialization or "
+                  "deadlock error (successfully retried + failed)"), r"number of transactions retried: (\d+)"),
+    Figure(Metric("retries", "1", "lower", "retries in all, over every retried transaction"),
+           r"total number of retries: (\d+)"),
+    Figure(Metric("clients", "1", "none", "pgbench -c: concurrent client sessions"), r"number of clients: (\d+)"),
+    Figure(Metric("threads", "1", "none", "pgbench -j: worker threads"), r"number of threads: (\d+)"),
+    Figure(Metric("scale", "1", "none", "scaling factor of the pgbench tables (read from pgbench_branches)"),
+           r"scaling factor: (\d+)"),
+    Figure(Metric("max_tries", "1", "none", "--max-tries: tries of a transaction that meets a serialization "
+                  "error"), r"maximum number of tries: (\d+)"),
+    Figure(Metric("duration_ms", "ms", "none", "pgbench -T: the run's planned duration"), r"duration: (\d+) s",
+           1000),
+)
+PROCESS = (
+    Metric("wall_ms", "ms", "none", "pgbench's wall time from fork to exit (start-up, connections, the run, "
+           "its report)"),
+    Metric("cpu_user_ms", "ms", "none", "CPU time pgbench itself used in user mode (all its threads)"),
+    Metric("cpu_sys_ms", "ms", "none", "CPU time pgbench itself used in the kernel (all its threads)"),
+    Metric("peak_rss_mib", "MiB", "none", "pgbench's largest resident set"),
+)
+METRICS = (*(f.metric for f in FIGURES), *PROCESS)   # every metric run() returns
+ESSENTIAL = ("tps", "latency_ms", "transactions")
+
+
+@dataclass(frozen=True)
+class TimedRun:
+    """One `pgbench -n -T` run of a builtin script against one database."""
+    dbname: str
+    host: str                  # a socket directory or a TCP host
+    port: int
+    user: str
+    clients: int
+    duration_s: int            # pgbench -T takes whole seconds
+    select_only: bool = False  # -S: the builtin select-only script; otherwise the TPC-B-like one
+    max_tries: int = 1
+
+    @property
+    def timeout_s(self) -> int:
+        return self.duration_s + GRACE_S
+
+    def command(self, pgbench: Path | str) -> list[str]:
+        return [str(pgbench), "-n", *(["-S"] if self.select_only else []), "-c", str(self.clients),
+                "-T", str(self.duration_s),
+                "-P", str(self.duration_s + 1),   # a progress interval past the end: no lines, but latency stddev
+                f"--max-tries={self.max_tries}",
+                "-h", self.host, "-p", str(self.port), "-U", self.user, self.dbname]
+
+
+def run(pgbench: Path | str, spec: TimedRun) -> dict:
+    """Run it, measured; its figures and its process's. CaseError if it fails or hangs."""
+    m = spawn_measured(spec.command(pgbench), timeout=spec.timeout_s,
+                       env={**os.environ, "PGAPPNAME": APPLICATION_NAME})
+    if m.timed_out:
+        raise CaseError(f"pgbench did not finish within {spec.timeout_s} s")
+    if m.returncode != 0:
+        lines = [line for line in m.stderr.splitlines() if line.strip()]
+        raise CaseError(f"pgbench exit {m.returncode}: {lines[-1] if lines else 'no message'}")
+    return {**parse_output(m.stdout), **process_metrics(m)}
+
+
+def parse_output(stdout: str) -> dict:
+    """Every figure pgbench printed (15+ format); CaseError if the essential ones are missing."""
+    out: dict[str, float | int] = {}
+    for figure in FIGURES:
+        m = re.search(figure.pattern, stdout)
+        if m:
+            text = m.group(1)
+            out[figure.metric.name] = (float(text) if "." in text else int(text)) * figure.factor
+    missing = [k for k in ESSENTIAL if k not in out]
+    if missing:
+        raise CaseError(f"pgbench printed no {', '.join(missing)}: {stdout.strip()[-200:]!r}")
+    for counter in ("failures", "retries", "retried"):   # printed only when --max-tries allows retries
+        out.setdefault(counter, 0)
+    return out
+
+
+def process_metrics(m: Measured) -> dict:
+    """What the kernel accounted for the pgbench process (PROCESS)."""
+    return {"wall_ms": m.wall_s * 1000, "cpu_user_ms": m.user_s * 1000, "cpu_sys_ms": m.sys_s * 1000,
+            "peak_rss_mib": m.peak_rss_kib / 1024}
+
+
+def initialize(pgbench: Path | str, host: str, port: int, user: str, dbname: str, scale: int) -> None:
+    """pgbench -i: the four tables at `scale`, vacuumed, with primary keys (no foreign keys)."""
+    res = subprocess.run([str(pgbench), "-i", "-q", "-s", str(scale), "--init-steps=dtGvp",
+                          "-h", host, "-p", str(port), "-U", user, dbname], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"pgbench -i failed: {res.stderr.strip()}")
+
+
+def version(pgbench: Path | str) -> str:
+    """'pgbench (PostgreSQL) 15.18 (Debian ...)'."""
+    return subprocess.run([str(pgbench), "--version"], capture_output=True, text=True).stdout.strip()
