@@ -1,12 +1,16 @@
 """remote-sampling without servers: value parsing, the matrix, plots and per-row fits from given measurements."""
 
+import dataclasses
+import io
 import json
 import re
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from pgpathbench.errors import UserError
+from pgpathbench.report import render
 from pgpathbench.results.model import RunResult
 from pgpathbench.studies.base import StudyOptions
 from pgpathbench.studies.remote_sampling import RemoteSampling, study
@@ -141,3 +145,26 @@ def test_histogram_error_counts_buckets_as_width_bucket_does():
     # [0, 2): 0, 1, 1.5; [2, 4): 2 (4 and 5 are above the last bound, still in the total of 6)
     error = study.histogram_error([0, 1, 1.5, 2, 4, 5], [0, 2, 4])
     assert error == pytest.approx((abs(3 / 6 * 2 - 1) + abs(1 / 6 * 2 - 1)) / 2)
+
+
+def test_a_cost_without_enough_points_says_so_and_why():
+    # Only one table size: reading a row cannot be fitted; sending can (three fractions).
+    ms = [measurement(r, access, "random", f, 1.0 + (0.002 * 10_000 * float(f) if access == "fdw" else 0))
+          for r in (1, 2, 3) for f in ("0.1", "0.5", "1") for access in ("direct", "fdw")]
+    per_row = next(t for t in STUDY.report(study_result(ms)) if t.title.startswith("Per-row costs"))
+    read, send = per_row.rows
+    assert read[3:6] == [None, "too few points", 0] and send[3] == pytest.approx(2.0)
+    assert per_row.notes[-1].startswith("too few points: reading is fitted from direct random()")
+
+
+def test_terminal_tables_fit_120_columns():
+    # The golden run (3 rounds: every interval carries its coverage) rendered as a terminal shows it.
+    golden = json.loads((Path(__file__).resolve().parent.parent / "golden" / "remote-sampling.export.json").read_text())
+    for table in STUDY.report(RunResult.from_export(golden).study(STUDY.name)):
+        table = dataclasses.replace(table, notes=[])
+        lines = []
+        for width in (120, 1000):
+            out = io.StringIO()
+            render.to_terminal([table], Console(file=out, width=width))
+            lines.append(len(out.getvalue().splitlines()))
+        assert lines[0] == lines[1], f"'{table.title}' wraps at 120 columns"

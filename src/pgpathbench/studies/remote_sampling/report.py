@@ -19,6 +19,7 @@ from ...stats import Fit, linear_fit
 from .spec import ANALYZE_MODES, SAMPLING_METHODS, STATISTICS_ERRORS, row_count
 
 MEDIAN_NOTE = "Median of the rounds, error bars: 95% CI of the median."
+TOO_FEW = "too few points"
 
 
 def study_tables(result: StudyResult) -> list[Table]:
@@ -76,11 +77,14 @@ def per_row_table(cases: list[CaseResult], rtt: dict[str, float]) -> Table:
             ref = SAMPLING_US_PER_ROW["send_localhost"] if latency == DIRECT else None
             rows.append([pg, "send a row through postgres_fdw", _link(through[latency][0], rtt),
                          *_fit_cells(_fit(send_points(through[latency], ours))), ref])
+    notes = ["Published: seed 004 — reading+sampling about 0.2 us, sending about 1.5 us on localhost and "
+             "5.5 us on a LAN (about 0.1 ms RTT); compare with the link of similar measured RTT."]
+    if any(row[4] == TOO_FEW for row in rows):
+        notes.append(f"{TOO_FEW}: reading is fitted from direct random() sampling at 2+ table sizes; sending from "
+                     "the same samples measured directly and through the FDW, at 2+ sizes or fractions.")
     return Table("Per-row costs fitted from the measurements (least squares, us per row)",
                  ["PG", "Cost", "Link (measured RTT)", "us per row", "95% CI", "Points", "Published us"], rows,
-                 ["Published: seed 004 — reading+sampling about 0.2 us, sending about 1.5 us on localhost and "
-                  "5.5 us on a LAN (about 0.1 ms RTT); compare with the link of similar measured RTT."],
-                 align_left=3, detail=(5,))
+                 notes, align_left=3, detail=(5,))
 
 
 def read_points(cases: list[CaseResult]) -> list[tuple[float, float]]:
@@ -138,7 +142,7 @@ def _fit(points: list[tuple[float, float]]) -> Fit | None:
 
 def _fit_cells(fit: Fit | None) -> list:
     if fit is None:
-        return [None, "needs 2+ sizes or fractions", 0]
+        return [None, TOO_FEW, 0]
     # ms per row -> us per row
     return [fit.slope * 1000, f"[{fit.slope_low * 1000:.3f}, {fit.slope_high * 1000:.3f}]", fit.n]
 
