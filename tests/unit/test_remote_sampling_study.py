@@ -17,6 +17,7 @@ from pgpathbench.studies.remote_sampling import RemoteSampling, study
 from pgpathbench.studies.remote_sampling.spec import parse_fraction, parse_rows, row_count
 
 STUDY = RemoteSampling()
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 
 
 @pytest.mark.parametrize("raw, canon, n", [("10k", "10k", 10_000), ("1000000", "1M", 1_000_000),
@@ -92,11 +93,15 @@ def test_per_row_transfer_cost_is_fitted_from_fdw_minus_direct():
     assert [p.x for p in fdw] == [0.1, 0.5, 1.0] and fdw[-1].y == pytest.approx(21.0)
 
 
+def golden_run() -> RunResult:
+    """The earlier version's stored quick run (tests/golden), read into today's model."""
+    return RunResult.from_export(json.loads((GOLDEN / "remote-sampling.export.json").read_text()))
+
+
 def test_every_metric_a_measurement_carries_is_declared():
     # The earlier version's stored quick run carries every key measure() writes, for both tests and
     # both accesses (its durations read as *_ms, as today's measure() writes them).
-    golden = json.loads((Path(__file__).resolve().parent.parent / "golden" / "remote-sampling.export.json").read_text())
-    run = RunResult.from_export(golden)
+    run = golden_run()
     written = {k for c in run.study(STUDY.name).cases for m in c.ok for k in m.metrics}
     assert written == set(STUDY.metrics)
     assert STUDY.metrics[STUDY.primary_metric].better == "lower" and STUDY.metrics["duration_ms"].unit == "ms"
@@ -159,8 +164,7 @@ def test_a_cost_without_enough_points_says_so_and_why():
 
 def test_terminal_tables_fit_120_columns():
     # The golden run (3 rounds: every interval carries its coverage) rendered as a terminal shows it.
-    golden = json.loads((Path(__file__).resolve().parent.parent / "golden" / "remote-sampling.export.json").read_text())
-    for table in STUDY.report(RunResult.from_export(golden).study(STUDY.name)):
+    for table in STUDY.report(golden_run().study(STUDY.name)):
         table = dataclasses.replace(table, notes=[])
         lines = []
         for width in (120, 1000):
