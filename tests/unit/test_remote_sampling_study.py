@@ -1,12 +1,23 @@
 """remote-sampling without servers: value parsing, the matrix, plots and per-row fits from given measurements."""
 
+import dataclasses
+import io
+import json
+import re
+from pathlib import Path
+
 import pytest
+from rich.console import Console
 
 from pgpathbench.errors import UserError
+from pgpathbench.report import render
+from pgpathbench.results.model import RunResult
 from pgpathbench.studies.base import StudyOptions
-from pgpathbench.studies.remote_sampling import RemoteSampling, parse_fraction, parse_rows, row_count
+from pgpathbench.studies.remote_sampling import RemoteSampling, study
+from pgpathbench.studies.remote_sampling.spec import parse_fraction, parse_rows, row_count
 
 STUDY = RemoteSampling()
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 
 
 @pytest.mark.parametrize("raw, canon, n", [("10k", "10k", 10_000), ("1000000", "1M", 1_000_000),
@@ -54,6 +65,12 @@ def measurement(round_no, access, method, fraction, ms, rows="10k", latency="0ms
             "metrics": {"duration_ms": ms, "rows_transferred": sent, "rows_table": n}}
 
 
+def study_result(measurements):
+    """The result model of a run holding these measurements (as an export would carry them)."""
+    run = {"run_id": "r1", "studies": [STUDY.name], "options": {"model_version": 2}}
+    return RunResult.from_rows(run, [], measurements, []).study(STUDY.name)
+
+
 def test_per_row_transfer_cost_is_fitted_from_fdw_minus_direct():
     # Direct: 1 ms; FDW: 1 ms plus 2 us per row sent -> the fit must find 2 us per row.
     ms = []
@@ -63,13 +80,95 @@ def test_per_row_transfer_cost_is_fitted_from_fdw_minus_direct():
             ms.append(measurement(r, "fdw", "bernoulli", f, 1.0 + 0.002 * 10_000 * float(f)))
             for size, per_row in (("10k", 1e-4), ("100k", 1e-4)):
                 ms.append(measurement(r, "direct", "random", f, 0.5 + per_row * row_count(size), rows=size))
-    tables = STUDY.report({}, ms, [])
+    result = study_result(ms)
+    tables = STUDY.report(result)
     per_row = next(t for t in tables if t.title.startswith("Per-row costs"))
     send = next(row for row in per_row.rows if row[1].startswith("send"))
     read = next(row for row in per_row.rows if row[1].startswith("read"))
     assert send[3] == pytest.approx(2.0) and read[3] == pytest.approx(0.1)
-    plots = STUDY.plots({}, ms, [])
+    plots = STUDY.plots(result)
     assert [p.title.split(",")[0] for p in plots][:2] == ["Sampling 10k rows directly on the source",
                                                          "Sampling 10k rows through postgres_fdw (direct)"]
     fdw = plots[1].series["bernoulli"]
     assert [p.x for p in fdw] == [0.1, 0.5, 1.0] and fdw[-1].y == pytest.approx(21.0)
+
+
+def golden_run() -> RunResult:
+    """The earlier version's stored quick run (tests/golden), read into today's model."""
+    return RunResult.from_export(json.loads((GOLDEN / "remote-sampling.export.json").read_text()))
+
+
+def test_every_metric_a_measurement_carries_is_declared():
+    # The earlier version's stored quick run carries every key measure() writes, for both tests and
+    # both accesses (its durations read as *_ms, as today's measure() writes them).
+    run = golden_run()
+    written = {k for c in run.study(STUDY.name).cases for m in c.ok for k in m.metrics}
+    assert written == set(STUDY.metrics)
+    assert STUDY.metrics[STUDY.primary_metric].better == "lower" and STUDY.metrics["duration_ms"].unit == "ms"
+    texts = {"remote_sql", "remote_view_sql", "local_filter"}
+    assert all(STUDY.metrics[k].better == "none" for k in texts | {"rows_sampled", "rows_transferred"})
+    assert all(STUDY.metrics[k].better == "lower" for k in written if k.endswith("_error"))
+
+
+class Recorder:
+    """A connection that records the SQL it is given, rendered as the server would get it."""
+
+    def __init__(self, rows=()):
+        self.statements, self.rows = [], list(rows)
+
+    def execute(self, query, params=None):
+        self.statements.append(query if isinstance(query, str) else query.as_string(None))
+        return self
+
+    def fetchone(self):
+        return (None,)
+
+    def fetchall(self):
+        return self.rows
+
+
+def test_tables_and_views_are_named_as_quoted_identifiers():
+    # An unquoted t_10M is folded to t_10m by the server: every name must reach it quoted.
+    conn = Recorder()
+    study.load_table(conn, "10M", ("0.1",))
+    study.set_analyze_sampling(conn, "t_10M", "system")
+    named = [s for s in conn.statements if "_10M" in s]
+    assert len(named) == 4 + 4 + 1    # the table (drop, create, insert, vacuum), 4 views, ALTER
+    for s in named:
+        assert not re.search(r'(?<!")\b[tv]_10M', s), s
+    assert 'CREATE VIEW "v_10M_system_0_1" AS SELECT * FROM "t_10M" TABLESAMPLE SYSTEM (10.0) OFFSET 0' in conn.statements
+    assert any(s.startswith('ALTER FOREIGN TABLE "t_10M" OPTIONS (ADD analyze_sampling') for s in named)
+
+
+def test_quick_preset_has_real_intervals():
+    assert STUDY.presets["quick"].repeat >= 6
+
+
+def test_histogram_error_counts_buckets_as_width_bucket_does():
+    # width_bucket: bucket i holds bounds[i-1] <= b < bounds[i]; a value on a bound goes up.
+    assert study.histogram_error([0, 1, 2, 3], [0, 2, 4]) == 0          # 2 and 2: perfect
+    # [0, 2): 0, 1, 1.5; [2, 4): 2 (4 and 5 are above the last bound, still in the total of 6)
+    error = study.histogram_error([0, 1, 1.5, 2, 4, 5], [0, 2, 4])
+    assert error == pytest.approx((abs(3 / 6 * 2 - 1) + abs(1 / 6 * 2 - 1)) / 2)
+
+
+def test_a_cost_without_enough_points_says_so_and_why():
+    # Only one table size: reading a row cannot be fitted; sending can (three fractions).
+    ms = [measurement(r, access, "random", f, 1.0 + (0.002 * 10_000 * float(f) if access == "fdw" else 0))
+          for r in (1, 2, 3) for f in ("0.1", "0.5", "1") for access in ("direct", "fdw")]
+    per_row = next(t for t in STUDY.report(study_result(ms)) if t.title.startswith("Per-row costs"))
+    read, send = per_row.rows
+    assert read[3:6] == [None, "too few points", 0] and send[3] == pytest.approx(2.0)
+    assert per_row.notes[-1].startswith("too few points: reading is fitted from direct random()")
+
+
+def test_terminal_tables_fit_120_columns():
+    # The golden run (3 rounds: every interval carries its coverage) rendered as a terminal shows it.
+    for table in STUDY.report(golden_run().study(STUDY.name)):
+        table = dataclasses.replace(table, notes=[])
+        lines = []
+        for width in (120, 1000):
+            out = io.StringIO()
+            render.to_terminal([table], Console(file=out, width=width))
+            lines.append(len(out.getvalue().splitlines()))
+        assert lines[0] == lines[1], f"'{table.title}' wraps at 120 columns"

@@ -1,0 +1,313 @@
+"""remote-sampling (seed 004): sampling a table directly and through postgres_fdw, and ANALYZE
+of foreign tables with analyze_sampling (PostgreSQL 16+).
+
+Sampling test, as the seed built it: the tables live in `source`; for every sample (method and
+fraction) a view with an optimisation fence (OFFSET 0) does the sampling where the case says,
+so that postgres_fdw cannot push random() or TABLESAMPLE anywhere else. `direct` queries the
+view on the source; `fdw` queries a foreign table over it from `external`, so only the sampled
+rows cross the link (`full` transfers everything and samples on arrival: what postgres_fdw's
+ANALYZE did before 16). The count is of whole rows, so every column is read and sent.
+
+ANALYZE test: ANALYZE of the table itself (`local`) vs of a foreign table over it with
+analyze_sampling off, auto, random, system and bernoulli, at several statistics targets. What
+the seed could not show: how good each sample is. After each ANALYZE, the statistics
+(n_distinct, null_frac, most common values, histogram) are compared with the truth computed
+from the whole table, as error figures. The SQL postgres_fdw sent is recorded from
+pg_stat_statements on the source (EXPLAIN cannot show ANALYZE's remote SQL).
+
+Tables and views are named after row counts ('t_10M'): always through sql.Identifier, since an
+unquoted name would be folded to lower case ('t_10m') and miss the table.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from array import array
+from bisect import bisect_left
+from typing import Sequence
+
+import psycopg
+from psycopg import sql
+
+from ...errors import CaseError, UserError
+from ...matrix import Case, cross
+from ...servers import fdw
+from ...servers.cluster import SUPERUSER
+from ...servers.paths import DIRECT, NetworkPath
+from ...report import Plot, Table
+from ...results.model import StudyResult
+from ..base import Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
+from .report import study_plots, study_tables
+from .spec import NA, ROW_BYTES, RemoteSamplingSpec, row_count, table_name, view_name
+
+SOURCE_DB = "source"
+FDW_SERVER = "source_server"
+
+
+class RemoteSampling(RemoteSamplingSpec):
+    # -- the matrix -------------------------------------------------------------------------
+    def cases(self, options: StudyOptions) -> list[Case]:
+        dims = dict(options.dims)
+        requested = dims["latency"]
+        if "analyze" in dims["test"]:
+            old = [m for m in dims["pg"] if int(m) < 16]
+            modes = [m for m in dims["analyze_sampling"] if m not in ("local", "off")]
+            if old and modes:
+                raise UserError(f"--pg: analyze_sampling ({','.join(modes)}) needs PostgreSQL 16+, asked for "
+                                f"{','.join(old)}; use --pg 16 or newer, or --analyze-sampling local,off")
+        dims.update(latency=latencies_with_direct(requested), method=(*dims["method"], NA),
+                    fraction=(*dims["fraction"], NA), analyze_sampling=(*dims["analyze_sampling"], NA),
+                    stats_target=(*dims["stats_target"], NA))
+
+        def exclude(d: dict[str, str]) -> bool:
+            sampling = d["test"] == "sampling"
+            own = (d["method"], d["fraction"]) if sampling else (d["analyze_sampling"], d["stats_target"])
+            other = (d["analyze_sampling"], d["stats_target"]) if sampling else (d["method"], d["fraction"])
+            if NA in own or other != (NA, NA) or d["method"] == NA and sampling:
+                return True
+            direct = d["access"] == "direct"
+            if not sampling and direct != (d["analyze_sampling"] == "local"):
+                return True
+            return d["latency"] != DIRECT if direct else d["latency"] not in requested
+
+        return cross(self.name, self.dimensions, dims, exclude)
+
+    def path(self, case: Case) -> NetworkPath | None:
+        """Through the FDW, the path from `external` to the source; direct cases cross none."""
+        return NetworkPath(case["pg"], "source", case["latency"]) if case["access"] == "fdw" else None
+
+    # -- servers and data -------------------------------------------------------------------
+    def prepare(self, env: StudyEnv) -> Setup:
+        opts, bandwidth = env.options, env.options.params.get("bandwidth")
+        sizes = sorted(opts.dims["rows"], key=row_count)
+        self._check_disk(env, sizes)
+        source = env.servers.cluster("source", {"shared_preload_libraries": "pg_stat_statements",
+                                                "pg_stat_statements.track": "all"},
+                                     remote=links_requested(opts), bandwidth_kbit=bandwidth)
+        external = env.servers.cluster("external")
+        source.create_database(SOURCE_DB)
+        fractions = opts.dims["fraction"] if "sampling" in opts.dims["test"] else ()
+        t0 = time.monotonic()
+        with source.connect(SOURCE_DB) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            for size in sizes:
+                load_table(conn, size, fractions)
+        env.log(f"sampled tables ({', '.join(sizes)} rows) loaded in {time.monotonic() - t0:.1f} s")
+
+        dbs = {}
+        for latency in opts.dims["latency"]:
+            link = env.servers.path(NetworkPath(env.major, "source", latency), source, bandwidth)
+            dbs[latency] = f"sampling_{latency}"
+            external.create_database(dbs[latency])
+            with external.connect(dbs[latency]) as conn:
+                fdw.create_server(conn, FDW_SERVER, link.host, link.port, SOURCE_DB, SUPERUSER, source.password)
+                fdw.import_schema(conn, FDW_SERVER)
+        env.state.update(source=source, external=external, dbs=dbs, explained={}, truth={})
+        return Setup(facts={
+            "rows": list(sizes), "row_bytes_on_disk": ROW_BYTES,
+            "views": "one per (table, method, fraction), each with OFFSET 0 as an optimisation fence",
+            "stats_truth": "computed from the whole table"})
+
+    @staticmethod
+    def _check_disk(env: StudyEnv, sizes) -> None:
+        need = sum(row_count(s) for s in sizes) * ROW_BYTES * 1.3   # heap plus WAL and slack
+        free = env.servers.workspace.free_bytes()
+        if need > free:
+            raise UserError(f"--rows: {','.join(sizes)} rows need about {need / 1e9:.0f} GB free in the workspace, "
+                            f"{free / 1e9:.0f} GB are; use smaller --rows or another --workspace")
+
+    # -- one measurement --------------------------------------------------------------------
+    def measure(self, env: StudyEnv, case: Case) -> dict:
+        if case["test"] == "sampling":
+            return self._measure_sampling(env, case)
+        return self._measure_analyze(env, case)
+
+    def _measure_sampling(self, env: StudyEnv, case: Case) -> dict:
+        size, method, f = case["rows"], case["method"], case["fraction"]
+        view = view_name(size, method, f)
+        query = sql.SQL("SELECT count(s) FROM (SELECT * FROM {} OFFSET 0) s").format(sql.Identifier(view))
+        if method == "full":
+            query += sql.SQL(" WHERE random() < {}").format(sql.Literal(float(f)))
+        fdw_access = case["access"] == "fdw"
+        conn = _connection(env, *self._where(env, case, fdw_access))
+        t0 = time.perf_counter()
+        try:
+            sampled = conn.execute(query).fetchone()[0]
+        except psycopg.Error as e:
+            raise CaseError(f"{query.as_string(conn)}: {e}".strip()) from None
+        elapsed = time.perf_counter() - t0
+        n = row_count(size)
+        metrics = {"duration_ms": elapsed * 1000, "rows_table": n, "rows_sampled": sampled,
+                   "rows_transferred": (n if method == "full" else sampled) if fdw_access else 0,
+                   "sampled_fraction": sampled / n}
+        if fdw_access:
+            metrics.update(self._remote_sql(env, conn, case.case_id, query, view))
+        return metrics
+
+    @staticmethod
+    def _where(env: StudyEnv, case: Case, through_fdw: bool) -> tuple:
+        """(cluster, database) a case runs in: the external one for the FDW, else the source."""
+        if through_fdw:
+            return env.state["external"], env.state["dbs"][case["latency"]]
+        return env.state["source"], SOURCE_DB
+
+    @staticmethod
+    def _remote_sql(env: StudyEnv, conn, case_id: str, query: sql.Composable, view: str) -> dict:
+        """What postgres_fdw sends (EXPLAIN VERBOSE), and what the view it names does there."""
+        if case_id not in env.state["explained"]:
+            plan = "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN VERBOSE ") + query))
+            remote = re.search(r"Remote SQL: (.*)", plan)
+            viewdef = _source(env).execute("SELECT pg_get_viewdef(quote_ident(%s)::regclass)", (view,)).fetchone()[0]
+            env.state["explained"][case_id] = {
+                "remote_sql": remote.group(1).strip() if remote else None,
+                "remote_view_sql": " ".join(viewdef.split()),
+                "local_filter": " ".join(re.findall(r"Filter: (.*)", plan))}
+        return env.state["explained"][case_id]
+
+    def _measure_analyze(self, env: StudyEnv, case: Case) -> dict:
+        size, mode = case["rows"], case["analyze_sampling"]
+        local = mode == "local"
+        table = table_name(size)
+        conn = _connection(env, *self._where(env, case, not local))
+        notices: list[str] = []
+
+        def keep(diag) -> None:
+            notices.append(diag.message_primary or "")
+
+        conn.add_notice_handler(keep)
+        try:
+            if not local and int(case["pg"]) >= 16:
+                set_analyze_sampling(conn, table, mode)
+            conn.execute(sql.SQL("SET default_statistics_target = {}").format(sql.Literal(int(case["stats_target"]))))
+            if not local:
+                _source(env).execute("SELECT pg_stat_statements_reset()")
+            t0 = time.perf_counter()
+            conn.execute(sql.SQL("ANALYZE VERBOSE {}").format(sql.Identifier(table)))
+            elapsed = time.perf_counter() - t0
+        except psycopg.Error as e:
+            raise CaseError(f"ANALYZE {table} ({mode}): {e}".strip()) from None
+        finally:
+            conn.remove_notice_handler(keep)
+        metrics = {"duration_ms": elapsed * 1000, "rows_table": row_count(size)}
+        found = [re.search(r"(\d+) rows in sample", n) for n in notices]
+        sample = next((int(m.group(1)) for m in found if m), None)
+        if sample is not None:
+            metrics["rows_sampled"] = sample
+        if not local:
+            metrics["remote_sql"] = analyze_remote_sql(_source(env), table)
+        metrics.update(stats_error(conn, table, _truth(env, table)))
+        return metrics
+
+    # -- the report -------------------------------------------------------------------------
+    def report(self, result: StudyResult) -> list[Table]:
+        return study_tables(result)
+
+    def plots(self, result: StudyResult) -> list[Plot]:
+        return study_plots(result)
+
+
+# -- the data ---------------------------------------------------------------------------------
+def load_table(conn: psycopg.Connection, size: str, fractions) -> None:
+    """The table of `size` rows, and a sampling view per method and fraction over it."""
+    t = sql.Identifier(table_name(size))
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(t))
+    # a: uniform ints (a histogram), b: a skewed float, c: 50 values with a skew and 10% NULLs (MCVs),
+    # pad: the seed's rows were about 200 bytes.
+    conn.execute(sql.SQL("CREATE TABLE {} (id int, a int, b float8, c text, pad text)").format(t))
+    conn.execute("SELECT setseed(0.42)")
+    conn.execute(sql.SQL("""INSERT INTO {} SELECT i, (random() * 1000)::int, (-ln(1 - random())) * 100,
+                           CASE WHEN random() < 0.1 THEN NULL ELSE 'v' || (power(random(), 3) * 50)::int END,
+                           repeat(md5(i::text), 5) FROM generate_series(1, {}) i""").format(
+        t, sql.Literal(row_count(size))))
+    conn.execute(sql.SQL("VACUUM ANALYZE {}").format(t))
+    views = [(view_name(size, "full", NA), sql.SQL("SELECT * FROM {} OFFSET 0").format(t))]
+    for f in fractions:
+        pct = sql.Literal(float(f) * 100)
+        views += [(view_name(size, "system", f),
+                   sql.SQL("SELECT * FROM {} TABLESAMPLE SYSTEM ({}) OFFSET 0").format(t, pct)),
+                  (view_name(size, "bernoulli", f),
+                   sql.SQL("SELECT * FROM {} TABLESAMPLE BERNOULLI ({}) OFFSET 0").format(t, pct)),
+                  (view_name(size, "random", f),
+                   sql.SQL("SELECT * FROM {} WHERE random() < {} OFFSET 0").format(t, sql.Literal(float(f))))]
+    for name, body in views:
+        conn.execute(sql.SQL("CREATE VIEW {} AS ").format(sql.Identifier(name)) + body)
+
+
+def set_analyze_sampling(conn: psycopg.Connection, table: str, mode: str) -> None:
+    """The foreign table's analyze_sampling option (ADD the first time, SET after)."""
+    options = conn.execute("SELECT ftoptions FROM pg_foreign_table WHERE ftrelid = quote_ident(%s)::regclass",
+                           (table,)).fetchone()[0] or []
+    verb = "SET" if any(o.startswith("analyze_sampling=") for o in options) else "ADD"
+    conn.execute(sql.SQL("ALTER FOREIGN TABLE {} OPTIONS ({} analyze_sampling {})").format(
+        sql.Identifier(table), sql.SQL(verb), sql.Literal(mode)))
+
+
+def analyze_remote_sql(source: psycopg.Connection, table: str) -> str | None:
+    """The SELECT postgres_fdw sent for ANALYZE, from pg_stat_statements (reset just before)."""
+    rows = source.execute("SELECT query FROM pg_stat_statements WHERE query ILIKE %s "
+                          "AND query NOT ILIKE '%%pg_stat_statements%%' ORDER BY calls DESC",
+                          (f"%{table}%",)).fetchall()
+    texts = [" ".join(r[0].split()) for r in rows]
+    return next((t for t in texts if "select" in t.lower()), texts[0] if texts else None)
+
+
+def stats_error(conn: psycopg.Connection, table: str, truth: dict) -> dict:
+    """The ANALYZE statistics (pg_stats where ANALYZE ran) against the truth of the whole table."""
+    stats = {r[0]: r[1:] for r in conn.execute(
+        "SELECT attname, n_distinct, null_frac, most_common_vals::text, most_common_freqs, "
+        "histogram_bounds::text FROM pg_stats WHERE tablename = %s AND attname IN ('a', 'b', 'c')", (table,))}
+    out = {}
+    nd_a = stats.get("a", (None,))[0]
+    if nd_a is not None:
+        est = -nd_a * truth["rows"] if nd_a < 0 else nd_a
+        out["ndistinct_error"] = abs(est - truth["nd_a"]) / truth["nd_a"]
+    if "c" in stats:
+        out["null_frac_error"] = abs(stats["c"][1] - truth["null_c"])
+        mcv_vals, mcv_freqs = stats["c"][2], stats["c"][3]
+        if mcv_vals and mcv_freqs:
+            values = mcv_vals.strip("{}").split(",")
+            errs = [abs(f - truth["freq_c"].get(v.strip('"'), 0.0)) for v, f in zip(values, mcv_freqs)]
+            out["mcv_freq_error"] = sum(errs) / len(errs)
+    if "b" in stats and stats["b"][4]:
+        out["histogram_error"] = histogram_error(truth["b_sorted"], [float(x) for x in stats["b"][4].strip("{}").split(",")])
+    return out
+
+
+def histogram_error(b_sorted: Sequence[float], bounds: list[float]) -> float:
+    """A perfect histogram puts 1/buckets of the rows in each bucket: the mean relative deviation.
+    Bucket i holds bounds[i-1] <= b < bounds[i], as width_bucket() counts; counted by bisection in
+    the whole column, sorted once, instead of a scan of the table after every ANALYZE."""
+    below = [bisect_left(b_sorted, x) for x in bounds]
+    buckets = len(bounds) - 1
+    return sum(abs((below[i] - below[i - 1]) / len(b_sorted) * buckets - 1) for i in range(1, len(bounds))) / buckets
+
+
+def _truth(env: StudyEnv, table: str) -> dict:
+    """The whole table's statistics, computed once per table on the source."""
+    if table not in env.state["truth"]:
+        t = sql.Identifier(table)
+        src = _source(env)
+        n, nd_a, null_c = src.execute(sql.SQL(
+            "SELECT count(*), count(DISTINCT a), avg((c IS NULL)::int) FROM {}").format(t)).fetchone()
+        freq = dict(src.execute(sql.SQL("SELECT c, count(*)::float8 / %s FROM {} WHERE c IS NOT NULL "
+                                        "GROUP BY c").format(t), (n,)).fetchall())
+        # binary: a float8[] of every row arrives without text parsing
+        b = src.cursor(binary=True).execute(sql.SQL(
+            "SELECT array_agg(b ORDER BY b) FROM {} WHERE b IS NOT NULL").format(t)).fetchone()[0]
+        env.state["truth"][table] = {"rows": n, "nd_a": nd_a, "null_c": float(null_c), "freq_c": freq,
+                                     "b_sorted": array("d", b)}
+    return env.state["truth"][table]
+
+
+def _source(env: StudyEnv) -> psycopg.Connection:
+    return _connection(env, env.state["source"], SOURCE_DB)
+
+
+def _connection(env: StudyEnv, cluster, db: str) -> psycopg.Connection:
+    """One connection per database, kept: connection set-up is not what is measured."""
+    conns = env.state.setdefault("connections", {})
+    key = (cluster.name, db)
+    if key not in conns or conns[key].closed:
+        conns[key] = cluster.connect(db)
+    return conns[key]
