@@ -165,12 +165,14 @@ class Cluster:
         self.stop()
         return False
 
-    def stop(self) -> None:
-        """Fast shutdown, waited for; then nothing of this server remains running."""
+    def stop(self, immediate: bool = False) -> None:
+        """Fast shutdown (immediate: no shutdown checkpoint, for data about to be removed), waited
+        for; then nothing of this server remains running."""
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return
-        for sig, wait in ((signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 10), (signal.SIGKILL, 10)):
+        steps = ((signal.SIGINT, STOP_TIMEOUT_S), (signal.SIGQUIT, 10), (signal.SIGKILL, 10))
+        for sig, wait in steps[1:] if immediate else steps:
             proc.send_signal(sig)
             try:
                 proc.wait(wait)
@@ -187,7 +189,7 @@ class Cluster:
         return True
 
     def remove(self) -> None:
-        self.stop()
+        self.stop(immediate=True)
         self.stop_orphan()
         shutil.rmtree(self.root, ignore_errors=True)
         shutil.rmtree(self.sockdir, ignore_errors=True)
