@@ -41,8 +41,25 @@ def median_ci_rank(n: int, confidence: float = CONFIDENCE) -> tuple[int, float]:
     return best_k, best_cov
 
 
+class _Interval:
+    """What a summary and a shift share: a confidence interval, and what it tells about a value."""
+    ci_low: float
+    ci_high: float
+    coverage: float
+
+    def excludes(self, value: float) -> bool:
+        """The interval lies wholly on one side of `value` (e.g. a ratio's 1)."""
+        return self.ci_low > value or self.ci_high < value
+
+    def verdict(self, value: float) -> str:
+        """Whether the data tell a difference from `value`, at the stated confidence."""
+        if self.coverage < CONFIDENCE:
+            return f"too few rounds ({self._rounds()})"
+        return "yes" if self.excludes(value) else "no"
+
+
 @dataclass(frozen=True)
-class Summary:
+class Summary(_Interval):
     n: int
     median: float
     ci_low: float
@@ -54,15 +71,8 @@ class Summary:
     stdev: float             # 0 for a single value
     outliers: int            # values flagged by median absolute deviation
 
-    def excludes(self, value: float) -> bool:
-        """The interval lies wholly on one side of `value` (e.g. a ratio's 1)."""
-        return self.ci_low > value or self.ci_high < value
-
-    def verdict(self, value: float) -> str:
-        """Whether the data tell a difference from `value`, at the stated confidence."""
-        if self.coverage < CONFIDENCE:
-            return f"too few rounds ({self.n})"
-        return "yes" if self.excludes(value) else "no"
+    def _rounds(self) -> str:
+        return str(self.n)
 
     @property
     def ci_text(self) -> str:
@@ -244,7 +254,7 @@ def shift_ci_rank(m: int, n: int, confidence: float = CONFIDENCE) -> tuple[int, 
 
 
 @dataclass(frozen=True)
-class Shift:
+class Shift(_Interval):
     """y - x between two independent samples: Hodges-Lehmann estimate, Moses interval."""
     m: int                   # values of x
     n: int                   # values of y
@@ -253,14 +263,8 @@ class Shift:
     ci_high: float
     coverage: float          # what the interval really covers (below 0.95 for 3 + 3 values)
 
-    def excludes(self, value: float) -> bool:
-        return self.ci_low > value or self.ci_high < value
-
-    def verdict(self, value: float) -> str:
-        """As Summary.verdict: 'yes', 'no', or too few rounds for the stated confidence."""
-        if self.coverage < CONFIDENCE:
-            return f"too few rounds ({self.m}, {self.n})"
-        return "yes" if self.excludes(value) else "no"
+    def _rounds(self) -> str:
+        return f"{self.m}, {self.n}"
 
 
 def hodges_lehmann_shift(x: Sequence[float], y: Sequence[float], confidence: float = CONFIDENCE) -> Shift:
