@@ -42,6 +42,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+from .. import validate
 from ..procs import OsUser
 from .cluster import free_port
 
@@ -73,6 +74,9 @@ def parse_latency(text: str) -> int:
     ms = value * _LATENCY_UNITS[unit]
     if ms != ms.to_integral_value():
         raise ValueError(f"latency '{text}': whole milliseconds only (Toxiproxy's resolution)")
+    if ms > validate.MAX_LATENCY_MS:
+        raise ValueError(f"latency '{text}' is too large: at most {validate.MAX_LATENCY_MS // 1000}s "
+                         f"({validate.MAX_LATENCY_MS}ms) per round trip")
     return int(ms)
 
 
@@ -85,6 +89,8 @@ def parse_bandwidth(text: str) -> int:
     kbit = value * _BANDWIDTH_UNITS[unit]
     if kbit != kbit.to_integral_value() or kbit < 8:
         raise ValueError(f"bandwidth '{text}': must be whole kbit/s, at least 8kbit")
+    if kbit > validate.MAX_BANDWIDTH_KBIT:
+        raise ValueError(f"bandwidth '{text}' is too large: at most {validate.MAX_BANDWIDTH_KBIT // 1_000_000}gbit")
     return int(kbit)
 
 

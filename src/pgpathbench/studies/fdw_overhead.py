@@ -31,6 +31,7 @@ from typing import NamedTuple
 from psycopg import sql
 
 from ..errors import CaseError
+from .. import validate
 from ..matrix import Case, Dimension, Parameter, Preset, cross, positive_int
 from ..procs import run_client
 from ..references import FDW_OVERHEAD_LATENCY_MS, FDW_OVERHEAD_TPS, published_tps_ratio
@@ -49,22 +50,12 @@ PGBENCH_GRACE_S = 60   # pgbench -T ends on time; past duration + grace it is hu
 
 
 def _duration(v: str) -> int:
-    try:
-        x = float(v)
-    except ValueError:
-        raise ValueError(f"'{v}' is not a number of seconds") from None
-    if not x > 0:
-        raise ValueError(f"must be a positive number of seconds, got {v}")
-    if x != int(x):
-        raise ValueError(f"pgbench takes whole seconds, got {v}")
-    return int(x)
+    return validate.seconds(v, validate.MAX_DURATION_S, whole_for="pgbench")
 
 
 def _count(what: str, minimum: int):
     def parse(v: str) -> int:
-        if not v.isdigit() or int(v) < minimum:
-            raise ValueError(f"'{v}' is not a whole number >= {minimum} of {what}")
-        return int(v)
+        return validate.whole(v, minimum, None, what)
     return parse
 
 

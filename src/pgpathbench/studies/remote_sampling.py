@@ -25,6 +25,7 @@ from collections import defaultdict
 import psycopg
 from psycopg import sql
 
+from .. import validate
 from ..errors import CaseError, UserError
 from ..matrix import Case, Dimension, Preset, cross
 from ..references import SAMPLING_US_PER_ROW
@@ -41,10 +42,11 @@ ROW_BYTES = 250            # on disk per row of the test table (heap, with pad),
 
 def parse_rows(text: str) -> str:
     """'10k' -> '10k', '1000000' -> '1M': a row count, canonically written."""
-    m = re.fullmatch(r"(\d+)([kKmM]?)", text.strip())
+    m = re.fullmatch(r"([0-9]{1,15})([kKmM]?)", text.strip())
     if not m or int(m.group(1)) == 0:
         raise ValueError(f"'{text}' is not a row count (e.g. 10k, 1M, 10M)")
     n = int(m.group(1)) * {"": 1, "k": 1000, "m": 1_000_000}[m.group(2).lower()]
+    validate.at_most(n, validate.MAXIMA["rows"], text, "rows")
     return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
@@ -63,7 +65,7 @@ def parse_fraction(text: str) -> str:
 
 
 def parse_target(text: str) -> str:
-    if not text.isdigit() or not 1 <= int(text) <= 10000:
+    if not validate.digits(text) or not 1 <= int(text) <= 10000:
         raise ValueError(f"a statistics target is a whole number from 1 to 10000, got '{text}'")
     return str(int(text))
 
