@@ -1,8 +1,9 @@
 """pgpathbench's command line: parses and validates options, then hands over.
 
-No business logic here (the grammar and its checks are in cli_parser.py). A user mistake
-becomes one line on stderr and exit 2, nothing written; an interrupt exits 130 (SIGINT) or 143
-(SIGTERM) after cleaning up; anything else is a bug with a traceback.
+No business logic here (the grammar and its checks are in cli_parser.py). Exit codes: 0 all
+measured; 1 a run ended with failed measurements or stopped because a server died (one line);
+2 a user mistake (one line on stderr, nothing written); 130 (SIGINT) or 143 (SIGTERM) after
+cleaning up. Anything else is a bug with a traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rich.console import Console
 
 from . import validate
 from .cli_parser import FORMATS, build_parser, study_options  # noqa: F401 (FORMATS: for importers)
-from .errors import Interrupted, UserError
+from .errors import Interrupted, RunFailed, UserError
 from .report import Table
 from .report import export, render
 from .studies import STUDIES, get as get_study
@@ -63,6 +64,10 @@ def cmd_run(args, out: Console, err: Console) -> int:
             bins.require("initdb", "postgres", "pgbench")
             run_id = runner.resume(args.resume)
         _print_report(store, run_id, "table", out)
+        failed, total = store.failed_count(run_id)
+    if failed:
+        raise RunFailed(f"{failed} of {total} measurements failed; 'pgpathbench report {run_id}' lists them, "
+                        f"'pgpathbench run --resume {run_id}' measures them again")
     return 0
 
 
@@ -283,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         print(f"pgpathbench: error: {_one_line(str(e), argv)}", file=sys.stderr)
         return 2
+    except RunFailed as e:
+        print(f"pgpathbench: {_one_line(str(e), argv)}", file=sys.stderr)
+        return 1
     except Interrupted as e:
         print(f"pgpathbench: interrupted by {signal.Signals(e.signum).name}; finished measurements are kept, "
               "'pgpathbench run --resume latest' measures the rest", file=sys.stderr)
