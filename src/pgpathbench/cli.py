@@ -46,7 +46,7 @@ def cmd_run(args, out: Console, err: Console) -> int:
     from .progress import ProgressReporter
     from .runner import Runner
     if args.study is None and args.resume is None:
-        raise UserError("run: name a study (" + ", ".join(STUDIES) + ") or --resume RUN")
+        raise UserError("run: name a study; choose from " + ", ".join(STUDIES) + ", or give --resume RUN")
     if args.study is not None and args.resume is not None:
         raise UserError("--resume: takes no study; the run's own options are reused")
     options = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+import sys
 from typing import Callable, Sequence
 
 from . import __version__, validate
@@ -21,6 +22,8 @@ from .studies.base import StudyOptions
 
 FORMATS = ("table", "markdown", "csv", "json")
 COMMAND_NAMES = ("run", "studies", "runs", "report", "export", "compare", "doctor", "clean")
+_ARGV: list[str] = []        # what the last parse_args was given, for error messages
+_KNOWN: set[str] = set()     # every option string of every parser
 _FIX = re.compile(r"choose|give|see |use |write |leave|name a|create|drop|add |'pgpathbench")
 
 
@@ -32,16 +35,18 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kw)
 
     def parse_args(self, args: Sequence[str] | None = None, namespace=None):
-        self._argv = list(args) if args is not None else None
+        _ARGV[:] = list(args) if args is not None else sys.argv[1:]
         parsed, extra = self.parse_known_args(args, namespace)
         if extra:
             self.error(unrecognized(extra, _help_hint(parsed)))
         return parsed
 
     def error(self, message: str):
-        argv = getattr(self, "_argv", None) or []
+        unknown = [a.split("=", 1)[0] for a in _ARGV if a.startswith("--") and a.split("=", 1)[0] not in _KNOWN]
+        if unknown:   # the cause of whatever argparse says next (`run --work /tmp`: "invalid choice '/tmp'")
+            raise UserError(unrecognized(unknown, " ".join(self.prog.split()[:3]) + " --help"))
         if message.startswith("the following arguments are required: COMMAND"):
-            bogus = [a for a in argv if a.startswith("-")]
+            bogus = [a for a in _ARGV if a.startswith("-")]
             if bogus:
                 raise UserError(unrecognized(bogus, "pgpathbench --help"))
             raise UserError(f"COMMAND: missing; choose one of {', '.join(COMMAND_NAMES)} "
@@ -163,7 +168,17 @@ def build_parser() -> Parser:
     c = sub.add_parser("clean", help="stop and remove every managed server and its data")
     _common(c)
     c.add_argument("--all", action="store_true", help="also remove the results cluster and its stored runs")
+    _KNOWN.update(_option_strings(parser))
     return parser
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    found = set(parser._option_string_actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _option_strings(sub)
+    return found
 
 
 def study_options(study, args: argparse.Namespace) -> StudyOptions:
@@ -178,18 +193,28 @@ def study_options(study, args: argparse.Namespace) -> StudyOptions:
         try:
             params[name] = param.parse(raw)
         except ValueError as e:
-            raise UserError(f"--{name.replace('_', '-')}: {e}") from None
+            raise UserError(_with_fix(f"--{name.replace('_', '-')}: {e}", study)) from None
     dims = {}
     for name, dim in study.dimensions.items():
         raw = getattr(args, name)
-        dims[name] = dim.validate(raw, f"--{name.replace('_', '-')}") if raw is not None else \
-            tuple(preset.dims.get(name, study.default_dims[name]))
+        try:
+            dims[name] = dim.validate(raw, f"--{name.replace('_', '-')}") if raw is not None else \
+                tuple(preset.dims.get(name, study.default_dims[name]))
+        except UserError as e:
+            raise UserError(_with_fix(str(e), study)) from None
     options = StudyOptions(study.name, preset.name, args.repeat or preset.repeat, params, dims)
     if not study.cases(options):
         raise UserError("no cases left after exclusions (e.g. --workload rw only allows targets other than "
                         "fdw_external_ro); widen --workload or --target")
     _check_links(study, options, args)
     return options
+
+
+def _with_fix(message: str, study) -> str:
+    """A study's option message, with a pointer to its values when it gives no fix itself."""
+    if ";" in message or "choose from" in message:
+        return message
+    return f"{message}; 'pgpathbench run {study.name} --help' gives each option's values"
 
 
 def _check_links(study, options: StudyOptions, args: argparse.Namespace) -> None:

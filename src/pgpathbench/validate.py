@@ -125,6 +125,15 @@ def run_ref(text: str) -> str:
     return text
 
 
+def shell_words(text: str) -> list[str]:
+    """'-Xmx1g -Dx="a b"' -> ['-Xmx1g', '-Dx=a b'], as a shell splits them."""
+    import shlex
+    try:
+        return shlex.split(text)
+    except ValueError:
+        raise ValueError(f"'{text}': a quote is not closed; quote each value whole (e.g. -Dx=\"a b\")") from None
+
+
 def user_name(text: str) -> str:
     """An OS user name. The value is only repeated when it looks like one (a DSN typed here by
     mistake holds a password)."""

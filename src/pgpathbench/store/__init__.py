@@ -51,8 +51,8 @@ class ResultsStore:
         if dsn:
             try:
                 conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
-            except psycopg.Error as e:
-                reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            except psycopg.Error as e:   # the whole reason, on one line (libpq never repeats a password)
+                reason = " ".join(str(e).split()).removeprefix("connection failed: ") or type(e).__name__
                 raise UserError(f"--results-dsn: cannot connect ({reason}); check host, port, user and password") from None
             store = cls(conn)
         else:

@@ -146,7 +146,7 @@ def parse_positive(what: str):
 
 
 def parse_jvm_options(v: str) -> str:
-    opts = shlex.split(v)
+    opts = validate.shell_words(v)
     if any(not o.startswith("-") or o in ("-jar", "-cp", "-classpath") for o in opts):
         raise ValueError(f"'{v}': give JVM options only (each starting with '-', no -jar or -cp)")
     return " ".join(opts)
