@@ -163,11 +163,11 @@ class Runner:
                 envs[major] = StudyEnv(options, bins, servers.scoped(int(major), bins), self.progress.log)
                 study.prepare(envs[major])
                 check_interrupted()
-        clock.timings["prepare_s"] = round(time.monotonic() - t0, 3)
-        self.progress.log(f"servers and data ready in {clock.timings['prepare_s']:.1f} s")
-        self.store.update_session(run_id, session, {
-            "servers": servers.fingerprint(), "links": servers.link_fingerprint(),
-            **{k: v for env in envs.values() for k, v in env.fingerprint.items()}})
+            clock.timings["prepare_s"] = round(time.monotonic() - t0, 3)
+            self.progress.log(f"servers and data ready in {clock.timings['prepare_s']:.1f} s")
+            fingerprint = {"servers": servers.fingerprint(), "links": servers.link_fingerprint(),
+                           **{k: v for env in envs.values() for k, v in env.fingerprint.items()}}
+        self.store.update_session(run_id, session, fingerprint)
         return envs
 
     @contextlib.contextmanager

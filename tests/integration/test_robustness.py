@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -172,4 +173,31 @@ def test_failed_measurements_are_counted_exit_1_and_measured_again_on_resume(ws)
     assert again.returncode == 1 and "measuring 2 failed measurements again" in again.stderr
     ms = report_json(ws, run_id)["measurements"]
     assert len(ms) == 2 and all(m["attempts"] == 2 and len(m["previous_errors"]) == 1 for m in ms)
+    assert_nothing_left(ws, run_id)
+
+
+def test_a_link_changed_by_someone_else_voids_the_round_and_resume_measures_it_again(ws):
+    proc = spawn_pgpathbench(*LINKED, workspace=ws)
+    read_until(proc, measured(1))
+    run_id = runs(ws)[-1]["run_id"]
+    pid = int((ws / "servers" / run_id / "toxiproxy.pid").read_text())
+    args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    api = f"http://127.0.0.1:{int(args[args.index(b'-port') + 1])}"
+    # What any local user can do: take the latency off the 1 ms link.
+    req = urllib.request.Request(f"{api}/proxies/pg15_source_1ms/toxics/latency_downstream", method="POST",
+                                 data=json.dumps({"attributes": {"latency": 0, "jitter": 0}}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=5).read()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-3000:]
+    said = [line for line in err.splitlines() if line.startswith("pgpathbench:")]
+    assert len(said) == 1 and "emulated link changed by someone else after round 1" in said[0], err[-3000:]
+    assert "toxics of pg15_source_1ms were changed" in said[0] and "Traceback" not in err
+    voided = report_json(ws, run_id)["measurements"]
+    assert voided and all(not m["ok"] and m["round"] == 1 and "link changed" in m["error"] for m in voided)
+    wait_gone(ws)
+    res = pgpathbench("run", "--resume", run_id, workspace=ws)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = complete(ws, run_id, 6)
+    assert all(m["attempts"] == 2 for m in rep["measurements"] if m["round"] == 1)
     assert_nothing_left(ws, run_id)
