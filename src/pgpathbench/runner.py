@@ -110,7 +110,8 @@ class Runner:
                             "wait for it or stop it first")
         options = StudyOptions.from_json(run["options"]["studies"][0])
         failed, stored = self.store.failed_count(run["run_id"])
-        if run["status"] == "finished" and not failed and stored >= len(get_study(options.study).cases(options)) * options.repeat:
+        planned = len(get_study(options.study).cases(options)) * options.repeat
+        if run["status"] == "finished" and not failed and stored >= planned:
             raise UserError(f"--resume: run {run['run_id']} is already complete; 'pgpathbench report {run['run_id']}'")
         self.progress.log(f"resuming run {run['run_id']} ({run['status']}): {options.study}"
                           + (f", measuring {failed} failed measurements again" if failed else ""))
