@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
+from . import validate
 from .errors import UserError
 
 
@@ -82,9 +83,11 @@ def round_order(cases: Iterable[Case], seed: int, round_no: int) -> list[Case]:
 
 def positive_int(what: str) -> Callable[[str], str]:
     def parse(v: str) -> str:
-        if not v.isdigit() or int(v) <= 0:
-            raise ValueError(f"'{v}' is not a positive whole number of {what}")
-        return str(int(v))
+        number = validate.digits(v.removeprefix("-"))
+        if not number or v.startswith("-") or int(v) <= 0:
+            raise ValueError(f"'{v}' is not a positive whole number of {what}" if number
+                             else f"'{v}' is not a whole number of {what} (digits 0-9)")
+        return str(validate.whole(v, 1, None, what))
     return parse
 
 

@@ -125,10 +125,23 @@ def run_client(args: Sequence[str], timeout: float, env: dict | None = None) -> 
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, dead but not yet reaped by its parent, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True   # no /proc: trust the signal
+    return stat[stat.rindex(")") + 2:][:1] not in ("Z", "X")
+
+
+def cmdline(pid: int) -> str:
+    """A process's command line ('' when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

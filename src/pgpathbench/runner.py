@@ -4,8 +4,10 @@ interrupts.
 For round in 1..R, every case in an order shuffled by (seed, round), measured once and
 committed at once: interleaving keeps machine drift out of comparisons, and a crash loses at
 most the measurement in flight. A resumed run replays the same orders and measures only the
-(case, round) pairs not yet stored. SIGINT and SIGTERM stop the measurement in flight, mark
-the run interrupted and tear down every server; the run can be resumed.
+(case, round) pairs without a successful measurement (missing or failed). SIGINT and SIGTERM stop
+the measurement in flight, mark the run interrupted and tear down every server; a managed server
+that dies fails the measurement in flight and stops the run (status failed, one line); so does
+an emulated link whose toxics someone else changed. Either way the run can be resumed.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import secrets
 import signal
 import time
 import traceback
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from .environment import host_fingerprint
-from .errors import CaseError, Interrupted, UserError
+from .errors import CaseError, Interrupted, RunFailed, UserError
 from .matrix import round_order
 from .procs import pid_alive
 from .progress import ProgressReporter, headline
@@ -66,6 +69,17 @@ def signals_interrupt():
             signal.signal(s, h)
 
 
+class _Stopped(Exception):
+    """The run cannot go on (a server died, a link was changed under it): one line, status failed."""
+
+
+@dataclass
+class _Clock:
+    measure_s: float = 0.0
+    bookkeeping_s: float = 0.0
+    timings: dict = field(default_factory=dict)
+
+
 class Runner:
     def __init__(self, store: ResultsStore, workspace: Workspace, bins: PgBinaries,
                  progress: ProgressReporter, keep_servers: bool = False):
@@ -91,14 +105,19 @@ class Runner:
         return run_id
 
     def resume(self, run_ref: str) -> str:
+        """Measure every (case, round) of the run without a successful measurement: the missing
+        ones and the failed ones (each failure stays recorded in previous_errors)."""
         run = self.store.run(run_ref)
         if run["status"] == "running" and run["pid"] and pid_alive(run["pid"]):
             raise UserError(f"--resume: run {run['run_id']} is still running (pid {run['pid']}); "
                             "wait for it or stop it first")
-        if run["status"] == "finished":
-            raise UserError(f"--resume: run {run['run_id']} is already complete; 'pgpathbench report {run['run_id']}'")
         options = StudyOptions.from_json(run["options"]["studies"][0])
-        self.progress.log(f"resuming run {run['run_id']} ({run['status']}): {options.study}")
+        failed, stored = self.store.failed_count(run["run_id"])
+        planned = len(get_study(options.study).cases(options)) * options.repeat
+        if run["status"] == "finished" and not failed and stored >= planned:
+            raise UserError(f"--resume: run {run['run_id']} is already complete; 'pgpathbench report {run['run_id']}'")
+        self.progress.log(f"resuming run {run['run_id']} ({run['status']}): {options.study}"
+                          + (f", measuring {failed} failed measurements again" if failed else ""))
         self._execute(run["run_id"], options, run["seed"])
         return run["run_id"]
 
@@ -111,60 +130,112 @@ class Runner:
                 if (study.name, c.case_id, r) not in done]
         fingerprint = Fingerprint(machine=host_fingerprint())
         session = self.store.start_session(run_id, fingerprint.to_json())
-        measure_s = bookkeeping_s = 0.0
-        timings: dict[str, float] = {}
+        clock = _Clock()
         try:
             with signals_interrupt(), Servers(self.workspace, run_id, self.bins, self.keep_servers,
                                                   log=self.progress.log) as servers:
                 if todo:
-                    t0 = time.monotonic()
-                    envs = {}
-                    for major, bins in self.binaries(options).items():
-                        envs[major] = StudyEnv(options, major, bins, servers.scoped(int(major), bins), self.progress.log)
-                        setup = study.prepare(envs[major])
-                        fingerprint.tools.update(setup.tools)
-                        fingerprint.setup.setdefault(major, {})[study.name] = setup.facts
-                        check_interrupted()
-                    timings["prepare_s"] = round(time.monotonic() - t0, 3)
-                    self.progress.log(f"servers and data ready in {timings['prepare_s']:.1f} s")
-                    fingerprint.servers, fingerprint.paths = servers.fingerprint(), servers.link_fingerprint()
-                    self.store.update_session(run_id, session, fingerprint.to_json())
+                    envs = self._prepare(study, options, servers, run_id, session, fingerprint, clock)
                     self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo))
-                    for i, (round_no, case) in enumerate(todo):
-                        if i == 0 or todo[i - 1][0] != round_no:
-                            self._probe(servers, run_id, round_no, "before", session)
-                        started_at = datetime.now(timezone.utc)
-                        t0 = time.perf_counter()
-                        try:
-                            metrics, error = study.measure(envs[case["pg"]], case), None
-                        except CaseError as e:
-                            metrics, error = None, str(e)
-                        t1 = time.perf_counter()
-                        path = study.path(case)
-                        self.store.add_measurement(run_id, case, round_no, session, started_at, t1 - t0, metrics,
-                                                   error, path.id if path else None)
-                        self.progress.measured(case.case_id, round_no, headline(metrics, error, study.primary_metric))
-                        measure_s += t1 - t0
-                        bookkeeping_s += time.perf_counter() - t1
-                        check_interrupted()
-                        if i + 1 == len(todo) or todo[i + 1][0] != round_no:
-                            self._probe(servers, run_id, round_no, "after", session)
+                    self._measure_all(study, envs, servers, todo, run_id, session, clock)
                     self.progress.close()
         except Interrupted as e:
             self.progress.close()
-            self._finish(run_id, "interrupted", measure_s, bookkeeping_s,
-                         {**timings, "interrupted_by": signal.Signals(e.signum).name})
+            self._finish(run_id, "interrupted", clock, {"interrupted_by": signal.Signals(e.signum).name})
             raise
+        except _Stopped as e:
+            self.progress.close()
+            self._finish(run_id, "failed", clock, {"error": str(e)})
+            raise RunFailed(f"{e}; run {run_id} stopped, what was measured is kept: "
+                            f"'pgpathbench run --resume {run_id}' measures the rest") from None
         except BaseException as e:
             self.progress.close()
-            self._finish(run_id, "failed", measure_s, bookkeeping_s,
-                         {**timings, "error": "".join(traceback.format_exception_only(type(e), e)).strip()})
+            self._finish(run_id, "failed", clock,
+                         {"error": "".join(traceback.format_exception_only(type(e), e)).strip()})
             raise
         if _pending_signal:  # the last measurement's interrupt was swallowed: still interrupted
-            self._finish(run_id, "interrupted", measure_s, bookkeeping_s,
-                         {**timings, "interrupted_by": signal.Signals(_pending_signal[0]).name})
+            self._finish(run_id, "interrupted", clock, {"interrupted_by": signal.Signals(_pending_signal[0]).name})
             raise Interrupted(_pending_signal[0])
-        self._finish(run_id, "finished", measure_s, bookkeeping_s, timings)
+        self._finish(run_id, "finished", clock, {"failed_measurements": self.store.failed_count(run_id)[0]})
+
+    def _prepare(self, study, options: StudyOptions, servers: Servers, run_id: str, session: int,
+                 fingerprint: Fingerprint, clock: _Clock) -> dict[str, StudyEnv]:
+        """Servers and data of every major, once per session; a server that dies meanwhile stops the run.
+        What each major's prepare() set up lands in the session's fingerprint, per major."""
+        t0 = time.monotonic()
+        envs = {}
+        with self._servers_watched(servers, "while servers and data were prepared"):
+            for major, bins in self.binaries(options).items():
+                envs[major] = StudyEnv(options, major, bins, servers.scoped(int(major), bins), self.progress.log)
+                setup = study.prepare(envs[major])
+                fingerprint.tools.update(setup.tools)
+                fingerprint.setup.setdefault(major, {})[study.name] = setup.facts
+                check_interrupted()
+            clock.timings["prepare_s"] = round(time.monotonic() - t0, 3)
+            self.progress.log(f"servers and data ready in {clock.timings['prepare_s']:.1f} s")
+            fingerprint.servers, fingerprint.paths = servers.fingerprint(), servers.link_fingerprint()
+        self.store.update_session(run_id, session, fingerprint.to_json())
+        return envs
+
+    @contextlib.contextmanager
+    def _servers_watched(self, servers: Servers, when: str):
+        """An error while a server of the run is dead is that death, said in one line."""
+        try:
+            yield
+        except Exception:
+            dead = servers.dead()
+            if dead:
+                raise _Stopped(f"server {', '.join(dead)} died {when}") from None
+            raise
+
+    def _measure_all(self, study, envs: dict[str, StudyEnv], servers: Servers, todo: list, run_id: str,
+                     session: int, clock: _Clock) -> None:
+        for i, (round_no, case) in enumerate(todo):
+            if i == 0 or todo[i - 1][0] != round_no:
+                self._between_rounds(servers, study, run_id, round_no, "before", session)
+            self._measure_one(study, envs[case["pg"]], servers, run_id, round_no, case, session, clock)
+            check_interrupted()
+            if i + 1 == len(todo) or todo[i + 1][0] != round_no:
+                self._between_rounds(servers, study, run_id, round_no, "after", session)
+
+    def _measure_one(self, study, env: StudyEnv, servers: Servers, run_id: str, round_no: int, case,
+                     session: int, clock: _Clock) -> None:
+        """One measurement, committed at once. A server that died during it fails it, and the run."""
+        started_at = datetime.now(timezone.utc)
+        t0 = time.perf_counter()
+        try:
+            metrics, error = study.measure(env, case), None
+        except CaseError as e:
+            metrics, error = None, str(e)
+        except Exception as e:
+            if not servers.dead():
+                raise
+            metrics, error = None, " ".join(f"{type(e).__name__}: {e}".split())
+        t1 = time.perf_counter()
+        dead = servers.dead()
+        if dead:
+            metrics, error = None, f"server {', '.join(dead)} died during the measurement" + (f": {error}" if error else "")
+        path = study.path(case)
+        self.store.add_measurement(run_id, case, round_no, session, started_at, t1 - t0, metrics, error,
+                                   path.id if path else None)
+        self.progress.measured(case.case_id, round_no, headline(metrics, error, study.primary_metric))
+        clock.measure_s += t1 - t0
+        clock.bookkeeping_s += time.perf_counter() - t1
+        if dead:
+            raise _Stopped(f"server {', '.join(dead)} died during round {round_no}, case {case.case_id} "
+                           "(recorded as failed)")
+
+    def _between_rounds(self, servers: Servers, study, run_id: str, round_no: int, phase: str, session: int) -> None:
+        """Probe every link, and check no one changed a proxy's toxics: a round measured through a
+        changed link is void (its measurements marked failed) and the run stops."""
+        with self._servers_watched(servers, f"{phase} round {round_no}"):
+            self._probe(servers, run_id, round_no, phase, session)
+        changed = servers.check_links()
+        if not changed:
+            return
+        reason = f"emulated link changed by someone else {phase} round {round_no}: {'; '.join(changed)}"
+        voided = self.store.void_round(run_id, study.name, round_no, session, reason) if phase == "after" else 0
+        raise _Stopped(reason + (f"; the round's {voided} measurements are marked failed" if voided else ""))
 
     def _probe(self, servers: Servers, run_id: str, round_no: int, phase: str, session: int) -> None:
         """Round trips of every link before and after each round: results are read against them."""
@@ -175,13 +246,12 @@ class Runner:
                 self.progress.log("round %d links: %s" % (round_no, ", ".join(
                     f"{p['link']} {p['median_ms']:.2f} ms" for p in probes)))
 
-    def _finish(self, run_id: str, status: str, measure_s: float, bookkeeping_s: float, extra: dict) -> None:
-        total = measure_s + bookkeeping_s
-        session = {"measure_s": round(measure_s, 3), "bookkeeping_s": round(bookkeeping_s, 4),
-                   "bookkeeping_fraction": round(bookkeeping_s / total, 6) if total else None}
-        extra = dict(extra)
-        if "prepare_s" in extra:
-            session["prepare_s"] = extra.pop("prepare_s")
+    def _finish(self, run_id: str, status: str, clock: _Clock, extra: dict) -> None:
+        total = clock.measure_s + clock.bookkeeping_s
+        session = {"measure_s": round(clock.measure_s, 3), "bookkeeping_s": round(clock.bookkeeping_s, 4),
+                   "bookkeeping_fraction": round(clock.bookkeeping_s / total, 6) if total else None}
+        if "prepare_s" in clock.timings:
+            session["prepare_s"] = clock.timings["prepare_s"]
         summary = {"last_session": session, **extra}
         with contextlib.suppress(Exception):  # the run's record must not mask why we stop
             self.store.finish_run(run_id, status, summary)

@@ -12,6 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import validate
 from .errors import UserError
 from .procs import OsUser
 
@@ -36,10 +37,12 @@ class Workspace:
     @classmethod
     def open(cls, root: str | Path | None, server_user: str | None = None) -> "Workspace":
         """Check the workspace can be used; nothing is created until something is written."""
-        path = Path(root or default_root()).absolute()
+        where = "--workspace" if root else ENV_VAR if os.environ.get(ENV_VAR) else "workspace"
+        try:
+            path = Path(validate.directory(str(root or default_root())))
+        except ValueError as e:
+            raise UserError(f"{where}: {e}") from None
         existing = next(p for p in [path, *path.parents] if p.exists())
-        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-            raise UserError(f"--workspace: cannot write below {existing}; choose a writable directory")
         ws = cls(path, OsUser.for_servers(server_user))
         ws._check_reachable(existing)
         return ws

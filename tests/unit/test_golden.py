@@ -80,7 +80,8 @@ def test_export_carries_the_same_measurements(study):
     assert new["format_version"] == 2 and new["run"] == doc["run"] and new["link_probes"] == doc["link_probes"]
     assert len(new["measurements"]) == len(doc["measurements"])
     for old, now in zip(doc["measurements"], new["measurements"]):
-        assert now == {**old, "metrics": dict(upgrade_metrics(old["study"], old["metrics"], 1)), "path": None}
+        assert now == {**old, "metrics": dict(upgrade_metrics(old["study"], old["metrics"], 1)), "path": None,
+                       "attempts": 1, "previous_errors": []}
 
 
 @pytest.mark.parametrize("study", RUNS)

@@ -20,8 +20,11 @@ def print_report(run: RunResult, fmt: str, out: Console, studies: Mapping, wide:
         out.out(export.to_csv(run), highlight=False, end="")
     elif fmt == "markdown":
         out.out(render.to_markdown(assemble.tables(run, studies)), highlight=False)
+    elif wide:
+        wider = Console(file=out.file, highlight=False, soft_wrap=False, width=max(out.width, render.WIDE_WIDTH))
+        render.to_terminal(assemble.tables(run, studies), wider, wide=True)
     else:
-        render.to_terminal(assemble.tables(run, studies), out, wide=wide)
+        render.to_terminal(assemble.tables(run, studies), out)
 
 
 def html_page(runs: Sequence[RunResult], studies: Mapping) -> str:

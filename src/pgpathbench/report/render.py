@@ -21,7 +21,8 @@ def cell(value: object) -> str:
     return str(value)
 
 
-TERMINAL_WIDTH = 120   # what the terminal tables are laid out for (--wide: every column, wider)
+TERMINAL_WIDTH = 120   # what the terminal tables are laid out for
+WIDE_WIDTH = 250       # report --wide: every column
 
 
 def to_terminal(tables: Iterable[Table], console: Console, wide: bool = False) -> None:

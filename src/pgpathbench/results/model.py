@@ -34,6 +34,8 @@ class Measurement:
     duration_s: float | None           # wall time of the measurement itself, as the runner timed it
     metrics: Mapping[str, Any]
     path: str | None = None            # the id of the network path the case crossed (servers/paths.py)
+    attempts: int = 1                  # 2 or more: measured again after failing (run --resume)
+    previous_errors: tuple = ()        # the errors of the earlier attempts ({session, started_at, error})
 
     def number(self, metric: str) -> float | None:
         v = self.metrics.get(metric) if self.ok else None
@@ -217,7 +219,7 @@ class RunResult:
             case.measurements.append(Measurement(
                 m["round"], m.get("session", 1), m.get("started_at"), bool(m["ok"]), m.get("error"),
                 m.get("duration_s"), upgrade_metrics(m["study"], m.get("metrics") or {}, version),
-                m.get("path")))
+                m.get("path"), m.get("attempts") or 1, tuple(m.get("previous_errors") or ())))
         for name, cases_by_id in by_study.items():
             ordered = sorted(cases_by_id.values(), key=lambda c: c.planned_order)
             for c in ordered:

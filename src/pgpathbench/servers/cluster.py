@@ -198,6 +198,19 @@ class Cluster:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def exit_reason(self) -> str | None:
+        """How the server ended when it died on its own ('killed by SIGKILL', 'exit code 1');
+        None while it runs, and after stop()."""
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        rc = self._proc.returncode
+        if rc < 0:
+            try:
+                return f"killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"killed by signal {-rc}"
+        return f"exit code {rc}"
+
     def log_tail(self, lines: int = 15) -> str:
         try:
             return "\n".join(self.logfile.read_text(errors="replace").splitlines()[-lines:])

@@ -42,6 +42,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+from .. import validate
 from ..procs import OsUser
 from .cluster import free_port
 
@@ -73,6 +74,9 @@ def parse_latency(text: str) -> int:
     ms = value * _LATENCY_UNITS[unit]
     if ms != ms.to_integral_value():
         raise ValueError(f"latency '{text}': whole milliseconds only (Toxiproxy's resolution)")
+    if ms > validate.MAX_LATENCY_MS:
+        raise ValueError(f"latency '{text}' is too large: at most {validate.MAX_LATENCY_MS // 1000}s "
+                         f"({validate.MAX_LATENCY_MS}ms) per round trip")
     return int(ms)
 
 
@@ -85,6 +89,8 @@ def parse_bandwidth(text: str) -> int:
     kbit = value * _BANDWIDTH_UNITS[unit]
     if kbit != kbit.to_integral_value() or kbit < 8:
         raise ValueError(f"bandwidth '{text}': must be whole kbit/s, at least 8kbit")
+    if kbit > validate.MAX_BANDWIDTH_KBIT:
+        raise ValueError(f"bandwidth '{text}' is too large: at most {validate.MAX_BANDWIDTH_KBIT // 1_000_000}gbit")
     return int(kbit)
 
 
@@ -256,6 +262,33 @@ class ToxiproxyServer:
         """Toxiproxy's own view of its proxies and toxics, for checks and records."""
         return self._request("GET", "/proxies")
 
+    def verify(self) -> list[str]:
+        """Each of our proxies as we set it up (listen, upstream, enabled, exactly our toxics), or
+        what differs. The API has no authentication: any local user can change a proxy."""
+        found, problems = self.proxies(), []
+        for name, link in self.links.items():
+            proxy = found.get(name)
+            if proxy is None:
+                problems.append(f"proxy {name} was removed")
+                continue
+            if not proxy.get("enabled") or proxy.get("upstream") != link.upstream \
+                    or proxy.get("listen") != f"{link.host}:{link.port}":
+                problems.append(f"proxy {name} was changed (enabled {proxy.get('enabled')}, "
+                                f"upstream {proxy.get('upstream')}, listen {proxy.get('listen')})")
+            if _toxic_set(proxy.get("toxics") or []) != _toxic_set(link.toxics):
+                problems.append(f"toxics of {name} were changed: expected {_toxic_text(link.toxics)}, "
+                                f"found {_toxic_text(proxy.get('toxics') or [])}")
+        return problems
+
+
+def _toxic_set(toxics: list[dict]) -> set:
+    return {(t.get("name"), t.get("type"), t.get("stream"), float(t.get("toxicity", 1)),
+             json.dumps(t.get("attributes") or {}, sort_keys=True)) for t in toxics}
+
+
+def _toxic_text(toxics: list[dict]) -> str:
+    return ", ".join(f"{t.get('type')} {t.get('stream')} {t.get('attributes')}" for t in toxics) or "none"
+
 
 # -- measuring ----------------------------------------------------------------------------------
 def measure_rtt(conninfo: str, n: int = 200) -> dict:
@@ -290,97 +323,6 @@ def available_link_kinds(binary: str | Path | None = None) -> dict[str, str]:
     return kinds
 
 
-# -- netns links (separate from the proxy: bandwidth over a real veth, no latency) ---------------
-# A namespace `pgpb-NAME` joined to ours by a veth pair on a link-local /30 (169.254.77.4k+1 here,
-# +2 inside), with tc tbf on both ends when a bandwidth is given. A server run inside the
-# namespace (port 5432 is always free there) is reached at the inside address; traffic then
-# crosses the veth, not loopback. Every object is recorded in a state file BEFORE it is made, so
-# remove_netns_links() can clean up after a crash. Not safe against two tools creating at once.
-NETNS_PREFIX = "pgpb-"
-NETNS_BASE = "169.254.77."
-NETNS_PORT = 5432
-
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    res = subprocess.run(list(args), capture_output=True, text=True)
-    if check and res.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)}: {res.stderr.strip()}")
-    return res
-
-
-def _load_state(state_file: Path) -> list[dict]:
-    try:
-        return json.loads(Path(state_file).read_text())
-    except FileNotFoundError:
-        return []
-
-
-def _save_state(state_file: Path, records: list[dict]) -> None:
-    tmp = Path(state_file).with_suffix(".tmp")
-    tmp.write_text(json.dumps(records, indent=1))
-    tmp.replace(state_file)
-
-
-def create_netns_link(name: str, state_file: Path, bandwidth_kbit: int | None = None) -> Link:
-    rec = create_netns(name, state_file, bandwidth_kbit)
-    return Link(name, "netns", rec["ns_addr"], NETNS_PORT, 0, 0, bandwidth_kbit,
-                upstream=f"{rec['netns']}:{rec['ns_addr']}:{NETNS_PORT}",
-                toxics=[{"type": "tbf", "rate_kbit": bandwidth_kbit}] if bandwidth_kbit else [])
-
-
-def create_netns(name: str, state_file: Path, bandwidth_kbit: int | None = None) -> dict:
-    """A namespace joined to ours by a veth pair: {netns, veth_host, veth_ns, host_addr, ns_addr}."""
-    if not re.fullmatch(r"[a-z0-9_]{1,20}", name):
-        raise ValueError(f"netns link '{name}': lower-case letters, digits and _ only")
-    netns = NETNS_PREFIX + name
-    if _ip("ip", "netns", "pids", netns, check=False).returncode == 0:
-        raise RuntimeError(f"network namespace {netns} exists already: pgpathbench clean removes it")
-    used = _ip("ip", "-o", "addr", "show").stdout + _ip("ip", "-o", "link", "show").stdout
-    k = next((k for k in range(64) if f"{NETNS_BASE}{4 * k + 1}/" not in used and f"pgpb{k}h" not in used), None)
-    if k is None:
-        raise RuntimeError("no free 169.254.77.x/30 for a netns link: pgpathbench clean frees them")
-    rec = {"netns": netns, "veth_host": f"pgpb{k}h", "veth_ns": f"pgpb{k}n",
-           "host_addr": f"{NETNS_BASE}{4 * k + 1}", "ns_addr": f"{NETNS_BASE}{4 * k + 2}"}
-    Path(state_file).parent.mkdir(parents=True, exist_ok=True)
-    _save_state(state_file, _load_state(state_file) + [rec])
-    vh, vn = rec["veth_host"], rec["veth_ns"]
-    try:
-        _ip("ip", "netns", "add", netns)
-        _ip("ip", "link", "add", vh, "type", "veth", "peer", "name", vn)
-        _ip("ip", "link", "set", vn, "netns", netns)
-        _ip("ip", "addr", "add", f"{rec['host_addr']}/30", "dev", vh)
-        _ip("ip", "link", "set", vh, "up")
-        inside = ("ip", "netns", "exec", netns)
-        _ip(*inside, "ip", "addr", "add", f"{rec['ns_addr']}/30", "dev", vn)
-        _ip(*inside, "ip", "link", "set", vn, "up")
-        _ip(*inside, "ip", "link", "set", "lo", "up")
-        if bandwidth_kbit:
-            # tbf shapes egress, so one qdisc per end = one per direction. Burst: 10 ms of data,
-            # at least 64 KB so that a GSO segment of the veth fits.
-            burst = max(64 * 1024, bandwidth_kbit * 1000 // 8 // 100)
-            tbf = ("root", "tbf", "rate", f"{bandwidth_kbit}kbit", "burst", str(burst), "latency", "50ms")
-            _ip("tc", "qdisc", "add", "dev", vh, *tbf)
-            _ip(*inside, "tc", "qdisc", "add", "dev", vn, *tbf)
-    except BaseException:
-        remove_netns_links(state_file, only=netns)
-        raise
-    return rec
-
-
-def remove_netns_links(state_file: Path, only: str | None = None) -> list[str]:
-    """Delete recorded namespaces and veths (all, or one namespace). Stop servers inside first."""
-    said, keep = [], []
-    for rec in _load_state(state_file):
-        if only and rec["netns"] != only:
-            keep.append(rec)
-            continue
-        # Deleting the namespace destroys its veth end, and with it the pair.
-        if _ip("ip", "netns", "del", rec["netns"], check=False).returncode == 0:
-            said.append(f"removed network namespace {rec['netns']}")
-        if _ip("ip", "link", "del", rec["veth_host"], check=False).returncode == 0:
-            said.append(f"removed veth {rec['veth_host']}")
-    if keep:
-        _save_state(state_file, keep)
-    else:
-        Path(state_file).unlink(missing_ok=True)
-    return said
+# The netns links live in netns.py; these names stay importable from here.
+from .netns import (NETNS_BASE, NETNS_PORT, NETNS_PREFIX, create_netns, create_netns_link,  # noqa: E402,F401
+                    remove_netns_links)

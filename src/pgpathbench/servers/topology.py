@@ -1,20 +1,24 @@
 """Roles -> servers for one run: the managed clusters a study asks for, and their teardown.
 
 A study asks for clusters by name (`source`, `external`, ...) and maps its roles onto them.
-Every cluster made here is stopped, and its data removed, when the run ends, however it ends.
+Every cluster made here is stopped, and the run's directory (servers/RUN: data, proxy log and
+config, scripts) removed, when the run ends, however it ends. What a killed session of the
+same run left (servers, proxy, namespaces, files) is removed when the run resumes.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from ..errors import UserError
+from ..procs import cmdline, pid_alive
 from ..workspace import Workspace
 from .binaries import PgBinaries
-from .cluster import Cluster
+from .cluster import Cluster, postmaster_pid, stop_pid
+from .netns import create_netns, remove_netns_links
+from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt
 from .paths import NetworkPath
-from .network import (Link, ToxiproxyServer, available_link_kinds, create_netns, find_toxiproxy, measure_rtt,
-                      remove_netns_links)
 
 PROBE_ROUND_TRIPS = 100
 PROXY_PID_FILE = "toxiproxy.pid"   # found by `clean` if a run was killed before it could stop the proxy
@@ -39,8 +43,8 @@ class Servers:
         self._proxy: ToxiproxyServer | None = None
         self.run_tag = run_id.rsplit("-", 1)[-1][:4]
         self.log = log
+        self.run_id = run_id
         self.netns_state = workspace.root / NETNS_STATE
-        self._netns: list[str] = []
 
     def scoped(self, major: int, bins: PgBinaries) -> "ServerScope":
         """The clusters and links of one PostgreSQL major: names prefixed pgN_, its binaries."""
@@ -69,8 +73,7 @@ class Servers:
             self.log(f"no network namespace for the remote role ({kind}): it listens on 127.0.0.1, "
                      "links are Toxiproxy only")
             return None
-        rec = create_netns(f"{self.run_tag}_{name}"[:20], self.netns_state, bandwidth_kbit)
-        self._netns.append(rec["netns"])
+        rec = create_netns(f"{self.run_tag}_{name}"[:20], self.netns_state, bandwidth_kbit, owner=self.run_id)
         self.log(f"{name} sits in network namespace {rec['netns']} at {rec['ns_addr']} (veth"
                  + (f", tbf {bandwidth_kbit} kbit/s" if bandwidth_kbit else "") + ")")
         return rec
@@ -112,15 +115,45 @@ class Servers:
     def link_fingerprint(self) -> dict:
         return {name: link.describe() for name, (link, _) in self.links.items()}
 
+    def dead(self) -> list[str]:
+        """The clusters of this run whose server has died (not stopped by us): 'name (how)'."""
+        return [f"{name} ({c.exit_reason()})" for name, c in self.clusters.items() if c.exit_reason()]
+
+    def check_links(self) -> list[str]:
+        """What differs between each proxy's toxics and what we set: another local user can
+        reach Toxiproxy's API (127.0.0.1, no authentication) and change a run's latency."""
+        if self._proxy is None:
+            return []
+        try:
+            return self._proxy.verify()
+        except (OSError, ToxiproxyError) as e:
+            return [f"Toxiproxy does not answer ({e})"]
+
+    def clear_leftovers(self) -> list[str]:
+        """Remove what a killed session of this run left: servers, proxy, namespaces, files."""
+        said = []
+        for data in sorted(self.root.glob("*/data")):
+            pid = postmaster_pid(data)
+            if pid:
+                stop_pid(pid)
+                said.append(f"stopped server {data.parent.name} (pid {pid})")
+        said += filter(None, [stop_recorded_proxy(self.root / PROXY_PID_FILE)])
+        said += remove_netns_links(self.netns_state, owner=self.run_id)
+        if self.root.exists():
+            shutil.rmtree(self.root, ignore_errors=True)
+            said.append(f"removed {self.root}")
+        return said
+
     def close(self) -> None:
         if self._proxy is not None:
             self._proxy.close()
             (self.root / PROXY_PID_FILE).unlink(missing_ok=True)
         try:
             self._close_clusters()
-        finally:
-            for netns in self._netns:  # after the servers inside them have stopped
-                remove_netns_links(self.netns_state, only=netns)
+        finally:   # after the servers inside them have stopped
+            remove_netns_links(self.netns_state, owner=self.run_id)
+            if not self.keep:
+                shutil.rmtree(self.root, ignore_errors=True)
 
     def _close_clusters(self) -> None:
         for c in reversed(list(self.clusters.values())):
@@ -128,17 +161,27 @@ class Servers:
                 c.stop()
             else:
                 c.remove()
-        if not self.keep:
-            try:
-                self.root.rmdir()
-            except OSError:
-                pass
 
     def __enter__(self) -> "Servers":
+        said = self.clear_leftovers()
+        if said:
+            self.log("removed what an earlier, killed session of this run left: " + "; ".join(said))
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def stop_recorded_proxy(pid_file: Path) -> str | None:
+    """A Toxiproxy a killed run could not stop (it dies with its parent, so this is rare)."""
+    try:
+        pid = int(pid_file.read_text())
+    except (OSError, ValueError):
+        return None
+    if "toxiproxy" not in cmdline(pid) or not pid_alive(pid):
+        return None
+    stop_pid(pid, timeout=5)
+    return f"stopped proxy {pid_file.parent.name} (pid {pid})"
 
 
 class ServerScope:

@@ -1,16 +1,23 @@
 """The results database: schema, writes (each committed at once), reads.
 
-By default a persistent managed cluster under the workspace, started for the duration of a
-command (or shared with another pgpathbench process already running it); --results-dsn names
-an existing database instead, where only the `pgpathbench` schema is touched.
+By default a persistent managed cluster under the workspace, running while any pgpathbench
+process of the workspace uses it (keeper.py: several runs, `report` and `runs` at once share
+it); --results-dsn names an existing database instead, where only the `pgpathbench` schema is
+touched.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
+import select
+import signal
 import socket
+import subprocess
+import sys
+import time
 from datetime import datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Iterable
@@ -21,10 +28,11 @@ from psycopg.types.json import Jsonb
 
 from ..errors import UserError
 from ..matrix import Case
-from ..procs import pid_alive
+from ..procs import cmdline, pid_alive
 from ..servers.binaries import PgBinaries
-from ..servers.cluster import Cluster, postmaster_pid
+from ..servers.cluster import Cluster, postmaster_pid, stop_pid
 from ..workspace import Workspace
+from . import keeper
 
 if TYPE_CHECKING:
     from ..results.model import RunResult
@@ -34,9 +42,11 @@ _SCHEMA_LOCK = 7303  # advisory lock key: concurrent processes apply the schema 
 
 
 class ResultsStore:
-    def __init__(self, conn: psycopg.Connection, cluster: Cluster | None = None):
+    def __init__(self, conn: psycopg.Connection):
         self.conn = conn
-        self._cluster = cluster   # the managed cluster we started, stopped on close
+        self._users = None        # our share of the managed results cluster (keeper.py), if we use it
+        self._workspace: Workspace | None = None
+        self._cluster: Cluster | None = None
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -44,8 +54,8 @@ class ResultsStore:
         if dsn:
             try:
                 conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
-            except psycopg.Error as e:
-                reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            except psycopg.Error as e:   # the whole reason, on one line (libpq never repeats a password)
+                reason = " ".join(str(e).split()).removeprefix("connection failed: ") or type(e).__name__
                 raise UserError(f"--results-dsn: cannot connect ({reason}); check host, port, user and password") from None
             store = cls(conn)
         else:
@@ -55,22 +65,26 @@ class ResultsStore:
 
     @classmethod
     def _open_managed(cls, workspace: Workspace, bins: PgBinaries) -> "ResultsStore":
+        """Join the workspace's results cluster, started by a keeper if nobody runs it (keeper.py)."""
         bins.require("initdb", "postgres")
         cluster = Cluster("results", workspace.results_dir, bins, workspace.server_user)
-        owned: Cluster | None = cluster
-        workspace.results_dir.parent.mkdir(parents=True, exist_ok=True)
-        # One process at a time decides whether to start it or to share a running one.
-        with open(workspace.root / "results.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            pid = postmaster_pid(cluster.data)
-            if pid is not None:
-                # Another pgpathbench process runs it (it would have died with its owner): share it.
-                lines = (cluster.data / "postmaster.pid").read_text().splitlines()
-                cluster.port, owned = int(lines[3]), None
-            else:
-                cluster.start()
-            cluster.create_database(RESULTS_DB)
-        return cls(cluster.connect(RESULTS_DB), owned)
+        try:
+            workspace.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"--workspace: cannot create {workspace.root} ({e.strerror}); "
+                            "choose a writable directory") from None
+        users = open(workspace.root / keeper.USERS, "a")   # held (shared) while this store is open
+        try:
+            with open(workspace.root / keeper.LOCK, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                fcntl.flock(users, fcntl.LOCK_SH)
+                cluster.port = _running_port(workspace, cluster) or _start_keeper(workspace, cluster)
+            store = cls(cluster.connect(RESULTS_DB))
+        except BaseException:
+            _leave(workspace, users, cluster)
+            raise
+        store._users, store._workspace, store._cluster = users, workspace, cluster
+        return store
 
     def _apply_schema(self) -> None:
         sql = resources.files(__package__).joinpath("schema.sql").read_text()
@@ -82,8 +96,9 @@ class ResultsStore:
         try:
             self.conn.close()
         finally:
-            if self._cluster is not None:
-                self._cluster.stop()
+            users, self._users = self._users, None
+            if users is not None:
+                _leave(self._workspace, users, self._cluster)
 
     def __enter__(self) -> "ResultsStore":
         return self
@@ -124,11 +139,28 @@ class ResultsStore:
     def add_measurement(self, run_id: str, case: Case, round_no: int, session: int, started_at: datetime,
                         duration_s: float | None, metrics: dict | None, error: str | None,
                         path: str | None = None) -> None:
+        """One measurement; one that failed before is replaced, its error kept in previous_errors."""
         self.conn.execute(
-            "INSERT INTO pgpathbench.measurement (run_id, study, case_id, round, session, started_at, "
-            "ok, error, duration_s, metrics, path) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "INSERT INTO pgpathbench.measurement AS m (run_id, study, case_id, round, session, started_at, "
+            "ok, error, duration_s, metrics, path) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (run_id, study, case_id, round) DO UPDATE SET session = EXCLUDED.session, "
+            "  started_at = EXCLUDED.started_at, ok = EXCLUDED.ok, error = EXCLUDED.error, "
+            "  duration_s = EXCLUDED.duration_s, metrics = EXCLUDED.metrics, path = EXCLUDED.path, "
+            "  attempts = m.attempts + 1, "
+            "  previous_errors = m.previous_errors || jsonb_build_array(jsonb_build_object("
+            "    'session', m.session, 'started_at', m.started_at, 'error', m.error)) "
+            "WHERE NOT m.ok",
             (run_id, case.study, case.case_id, round_no, session, started_at, error is None, error,
              duration_s, Jsonb(metrics or {}), path))
+
+    def void_round(self, run_id: str, study: str, round_no: int, session: int, reason: str) -> int:
+        """Mark the measurements one session took in one round as failed (their conditions were
+        not the ones recorded); returns how many."""
+        return self.conn.execute(
+            "UPDATE pgpathbench.measurement SET ok = false, metrics = '{}', "
+            "  error = %s || coalesce('; ' || error, '') "
+            "WHERE run_id = %s AND study = %s AND round = %s AND session = %s",
+            (reason, run_id, study, round_no, session)).rowcount
 
     def add_probes(self, run_id: str, round_no: int, phase: str, session: int, probes: list[dict]) -> None:
         with self.conn.cursor() as cur:
@@ -146,9 +178,17 @@ class ResultsStore:
 
     # -- reads ------------------------------------------------------------------------------
     def done(self, run_id: str) -> set[tuple[str, str, int]]:
+        """The (study, case, round) measured successfully: a resume measures every other one."""
         rows = self.conn.execute(
-            "SELECT study, case_id, round FROM pgpathbench.measurement WHERE run_id = %s", (run_id,))
+            "SELECT study, case_id, round FROM pgpathbench.measurement WHERE run_id = %s AND ok", (run_id,))
         return {tuple(r) for r in rows}
+
+    def failed_count(self, run_id: str) -> tuple[int, int]:
+        """(failed, stored) measurements of a run."""
+        row = self.conn.execute(
+            "SELECT count(*) FILTER (WHERE NOT ok), count(*) FROM pgpathbench.measurement WHERE run_id = %s",
+            (run_id,)).fetchone()
+        return row[0], row[1]
 
     def run(self, ref: str) -> dict:
         """A run by id, or the newest with 'latest'; UserError if there is none."""
@@ -196,7 +236,7 @@ class ResultsStore:
         with self.conn.cursor(row_factory=dict_row) as cur:
             return cur.execute(
                 "SELECT m.run_id, m.study, m.case_id, m.round, m.session, m.started_at, m.ok, m.error, "
-                "  m.duration_s, c.dims, m.metrics, m.path "
+                "  m.duration_s, c.dims, m.metrics, m.path, m.attempts, m.previous_errors "
                 "FROM pgpathbench.measurement m JOIN pgpathbench.run_case c USING (run_id, study, case_id) "
                 "WHERE m.run_id = %s ORDER BY c.planned_order, m.round", (run_id,)).fetchall()
 
@@ -206,3 +246,88 @@ def _with_live_status(row: dict) -> dict:
     if row["status"] == "running" and row.get("host") == socket.gethostname() and not (row["pid"] and pid_alive(row["pid"])):
         row = {**row, "status": "killed"}
     return row
+
+
+# -- the shared managed cluster (see keeper.py) ---------------------------------------------------
+KEEPER_START_S = 180     # initdb and a first start on a loaded machine
+KEEPER_STOP_S = 90
+KEEPER_MAIN = "import json, sys; from pgpathbench.store.keeper import main; sys.exit(main(json.loads(sys.argv[1])))"
+
+
+def keeper_pid(workspace: Workspace) -> int | None:
+    try:
+        pid = int((workspace.root / keeper.KEEPER_PID).read_text())
+    except (OSError, ValueError):
+        return None
+    return pid if pid_alive(pid) and "pgpathbench.store.keeper" in cmdline(pid) else None
+
+
+def _running_port(workspace: Workspace, cluster: Cluster) -> int | None:
+    """The port of the cluster when its keeper runs it (under results.lock)."""
+    if keeper_pid(workspace) is None or postmaster_pid(cluster.data) is None:
+        return None
+    try:
+        return int((cluster.data / "postmaster.pid").read_text().splitlines()[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _start_keeper(workspace: Workspace, cluster: Cluster) -> int:
+    """Start a keeper for the cluster and wait for its `ready PORT` (under results.lock)."""
+    spec = {"workspace": str(workspace.root), "root": str(cluster.root), "bindir": str(cluster.bins.bindir),
+            "major": cluster.bins.major, "user": cluster.user.name, "dbname": RESULTS_DB}
+    with open(workspace.root / "results.keeper.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-c", KEEPER_MAIN, json.dumps(spec)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                                start_new_session=True, cwd="/")
+    (workspace.root / keeper.KEEPER_PID).write_text(f"{proc.pid}\n")
+    ready, _, _ = select.select([proc.stdout], [], [], KEEPER_START_S)
+    line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""
+    proc.stdout.close()
+    if line.startswith("ready "):
+        return int(line.split()[1])
+    stop_keeper(proc.pid)
+    if line.startswith("error --workspace"):
+        raise UserError(line[len("error "):])
+    raise RuntimeError(f"the results cluster did not start: {line[6:] or 'no answer'}; "
+                       f"see {workspace.root / 'results.keeper.log'} and {cluster.logfile}")
+
+
+def _leave(workspace: Workspace, users, cluster: Cluster) -> None:
+    """Give up our share; the last user out stops the keeper (and so the cluster) and waits."""
+    with open(workspace.root / keeper.LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            users.close()
+            return
+        try:
+            pid = keeper_pid(workspace)
+            if pid is not None:
+                stop_keeper(pid)
+            leftover = postmaster_pid(cluster.data)
+            if leftover is not None:   # a keeper that died and left its postmaster shutting down
+                stop_pid(leftover)
+        finally:
+            users.close()
+
+
+def stop_keeper(pid: int) -> None:
+    """SIGTERM, and wait until it has stopped the cluster and exited (SIGKILL after a while: the
+    postmaster then gets its parent-death signal)."""
+    for sig, wait in ((signal.SIGTERM, KEEPER_STOP_S), (signal.SIGKILL, 10)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:   # our own child: reap it
+                    return
+            except ChildProcessError:
+                pass
+            if not pid_alive(pid):
+                return
+            time.sleep(0.02)

@@ -1,4 +1,5 @@
--- pgpathbench results database. Append-only tables; views do the analysis.
+-- pgpathbench results database. Append-only tables (but for a failed measurement, replaced when it is
+-- measured again, its error kept); views do the analysis.
 -- Applied on every connection: everything here is idempotent.
 CREATE SCHEMA IF NOT EXISTS pgpathbench;
 
@@ -41,6 +42,11 @@ CREATE TABLE IF NOT EXISTS pgpathbench.measurement (
     PRIMARY KEY (run_id, study, case_id, round),  -- a resumed run cannot measure twice
     FOREIGN KEY (run_id, study, case_id) REFERENCES pgpathbench.run_case ON DELETE CASCADE
 );
+-- A failed measurement is measured again by `run --resume`: the new attempt replaces the row,
+-- and the failed one is kept here ({"session", "started_at", "error"} each, oldest first).
+-- Added by ALTER so that results databases made before upgrade in place.
+ALTER TABLE pgpathbench.measurement ADD COLUMN IF NOT EXISTS attempts integer NOT NULL DEFAULT 1;
+ALTER TABLE pgpathbench.measurement ADD COLUMN IF NOT EXISTS previous_errors jsonb NOT NULL DEFAULT '[]';
 
 -- The network path (servers/paths.py id) a measurement crossed; added after the first version.
 ALTER TABLE pgpathbench.measurement ADD COLUMN IF NOT EXISTS path text;

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from .. import validate
 from ..clients import CLIENTS, RowChecksum, repeated_checksum, require_clients, run_native_client, session_env
 from ..errors import CaseError, UserError
 from ..matrix import Case, Dimension, Parameter, Preset, cross
@@ -135,25 +136,18 @@ def split_sqlstrat(value: str) -> tuple[str, str]:
 
 def parse_rows(minimum: int):
     def parse(v: str) -> int:
-        text = v.strip().lower()
-        mult = {"k": 1000, "m": 1_000_000}.get(text[-1:], 1)
-        digits = text[:-1] if text[-1:] in ("k", "m") else text
-        if not digits.isdigit() or int(digits) * mult < minimum:
-            raise ValueError(f"'{v}' is not a row count >= {minimum} (e.g. 50000, 50k, 10m)")
-        return int(digits) * mult
+        return validate.rows(v, minimum)
     return parse
 
 
 def parse_positive(what: str):
     def parse(v: str) -> int:
-        if not v.isdigit() or int(v) < 1:
-            raise ValueError(f"'{v}' is not a whole number >= 1 of {what}")
-        return int(v)
+        return validate.whole(v, 1, None, what)
     return parse
 
 
 def parse_jvm_options(v: str) -> str:
-    opts = shlex.split(v)
+    opts = validate.shell_words(v)
     if any(not o.startswith("-") or o in ("-jar", "-cp", "-classpath") for o in opts):
         raise ValueError(f"'{v}': give JVM options only (each starting with '-', no -jar or -cp)")
     return " ".join(opts)

@@ -9,6 +9,7 @@ seed 000's Snippet 2), over the direct path or an emulated link per --latency.
 
 from __future__ import annotations
 
+from ... import validate
 from ...matrix import Dimension, Parameter, Preset, positive_int
 from ...metrics import catalogue
 from ...servers.paths import DIRECT, NetworkPath
@@ -25,22 +26,12 @@ SOURCE_ROLE = "source"    # the role (and database) holding the pgbench tables
 
 
 def whole_seconds(v: str) -> int:
-    try:
-        x = float(v)
-    except ValueError:
-        raise ValueError(f"'{v}' is not a number of seconds") from None
-    if not x > 0:
-        raise ValueError(f"must be a positive number of seconds, got {v}")
-    if x != int(x):
-        raise ValueError(f"pgbench takes whole seconds, got {v}")
-    return int(x)
+    return validate.seconds(v, validate.MAX_DURATION_S, whole_for="pgbench")
 
 
 def count(what: str, minimum: int):
     def parse(v: str) -> int:
-        if not v.isdigit() or int(v) < minimum:
-            raise ValueError(f"'{v}' is not a whole number >= {minimum} of {what}")
-        return int(v)
+        return validate.whole(v, minimum, None, what)
     return parse
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from ... import validate
 from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
 from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
 from ...matrix import Dimension, Parameter, Preset
@@ -80,7 +81,7 @@ def parse_query(v: str) -> str:
     if v == "all":
         return v
     n = v[1:] if v.startswith("q") else v
-    if not n.isdigit() or not 1 <= int(n) <= 22:
+    if not validate.digits(n) or not 1 <= int(n) <= 22:
         raise ValueError(f"unknown query '{v}'; TPC-H has queries 1 to 22 (e.g. 1,6 or q1,q6), or all")
     return f"q{int(n)}"
 
@@ -101,15 +102,13 @@ def parse_scale(v: str) -> float:
 
 
 def parse_partitions(v: str) -> int:
-    if not v.isdigit() or not 1 <= int(v) <= MAX_PARTITIONS:
+    if not validate.digits(v) or not 1 <= int(v) <= MAX_PARTITIONS:
         raise ValueError(f"'{v}' is not a number of partitions from 1 to {MAX_PARTITIONS}")
     return int(v)
 
 
 def parse_timeout(v: str) -> int:
-    if not v.isdigit() or int(v) < 1:
-        raise ValueError(f"'{v}' is not a whole number of seconds >= 1")
-    return int(v)
+    return validate.whole(v, 1, None, "seconds", small="'{v}' is not a whole number of seconds >= 1")
 
 
 # Bytes on disk per unit of scale (measured at SF 1, rounded up): what --scale needs free.

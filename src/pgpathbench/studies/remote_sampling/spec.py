@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ... import validate
 from ...matrix import Dimension, Preset
 from ...metrics import Metric, catalogue
 from ..base import BANDWIDTH, LATENCY, PG
@@ -24,10 +25,11 @@ UNITS = {"": 1, "k": 1000, "m": 1_000_000}
 
 def parse_rows(text: str) -> str:
     """'10k' -> '10k', '1000000' -> '1M': a row count, canonically written."""
-    m = re.fullmatch(r"(\d+)([kKmM]?)", text.strip())
+    m = re.fullmatch(r"([0-9]{1,15})([kKmM]?)", text.strip())
     if not m or int(m.group(1)) == 0:
         raise ValueError(f"'{text}' is not a row count (e.g. 10k, 1M, 10M)")
     n = int(m.group(1)) * UNITS[m.group(2).lower()]
+    validate.at_most(n, validate.MAXIMA["rows"], text, "rows")
     return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
@@ -47,7 +49,7 @@ def parse_fraction(text: str) -> str:
 
 
 def parse_target(text: str) -> str:
-    if not text.isdigit() or not 1 <= int(text) <= 10000:
+    if not validate.digits(text) or not 1 <= int(text) <= 10000:
         raise ValueError(f"a statistics target is a whole number from 1 to 10000, got '{text}'")
     return str(int(text))
 

@@ -1,0 +1,248 @@
+"""The command line's grammar and its checks: every value is parsed, range-checked and refused
+(one line naming the option, with the fix) before anything is written.
+
+No abbreviations (`--server` must never be taken for `--server-user`), and no error repeats a
+value that may hold a secret (a DSN, a conninfo): the option is named instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+from typing import Callable, Sequence
+
+from . import __version__, validate
+from .errors import UserError
+from .matrix import Preset
+from .servers.topology import require_proxy
+from .studies import STUDIES
+from .studies.base import StudyOptions
+
+FORMATS = ("table", "markdown", "csv", "json")
+COMMAND_NAMES = ("run", "studies", "runs", "report", "export", "compare", "doctor", "clean")
+_ARGV: list[str] = []        # what the last parse_args was given, for error messages
+_KNOWN: set[str] = set()     # every option string of every parser
+_FIX = re.compile(r"choose|give|see |use |write |leave|name a|create|drop|add |'pgpathbench")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse without abbreviations, whose errors are one line with a fix."""
+
+    def __init__(self, *args, **kw):
+        kw["allow_abbrev"] = False
+        super().__init__(*args, **kw)
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace=None):
+        _ARGV[:] = list(args) if args is not None else sys.argv[1:]
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self.error(unrecognized(extra, _help_hint(parsed)))
+        return parsed
+
+    def error(self, message: str):
+        unknown = [a.split("=", 1)[0] for a in _ARGV if a.startswith("--") and a.split("=", 1)[0] not in _KNOWN]
+        if unknown:   # the cause of whatever argparse says next (`run --work /tmp`: "invalid choice '/tmp'")
+            raise UserError(unrecognized(unknown, " ".join(self.prog.split()[:3]) + " --help"))
+        if message.startswith("the following arguments are required: COMMAND"):
+            bogus = [a for a in _ARGV if a.startswith("-")]
+            if bogus:
+                raise UserError(unrecognized(bogus, "pgpathbench --help"))
+            raise UserError(f"COMMAND: missing; choose one of {', '.join(COMMAND_NAMES)} "
+                            "(e.g. 'pgpathbench run fdw-overhead --preset quick')")
+        if message.endswith("expected one argument"):
+            option = message.split()[1].rstrip(":")
+            message += f"; give a value: {option} VALUE (or {option}=VALUE when it starts with '-')"
+        elif "ignored explicit argument" in message:
+            message = message.split(": ignored")[0] + ": takes no value; write the option alone"
+        elif not _FIX.search(message):
+            message += f"; see '{self.prog} --help'"
+        raise UserError(message)
+
+
+def unrecognized(extra: list[str], hint: str) -> str:
+    """Unknown options by name only: a value after them (or after '=') may be a password."""
+    options = [a.split("=", 1)[0] for a in extra if a.startswith("-")]
+    if options:
+        return (f"{', '.join(options)}: unknown option (abbreviations are not accepted); "
+                f"'{hint}' lists the options")
+    shown = [a for a in extra if re.fullmatch(r"[\w.,:~+-]{1,40}", a)]
+    what = " ".join(shown) if len(shown) == len(extra) else f"{len(extra)} more"
+    return f"unexpected argument(s) {what}; '{hint}' shows the usage"
+
+
+def _help_hint(parsed: argparse.Namespace) -> str:
+    words = ["pgpathbench", getattr(parsed, "command", None), getattr(parsed, "study", None)]
+    return " ".join(w for w in words if w) + " --help"
+
+
+def _checked(check: Callable[[str], object]) -> Callable[[str], object]:
+    """An argparse type from a validate parser (ValueError -> argparse's one-line error)."""
+    def parse(text: str):
+        try:
+            return check(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    parse.__name__ = check.__name__
+    return parse
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    # SUPPRESS: the same option on `run` and on `run STUDY` must not overwrite each other.
+    p.add_argument("--workspace", default=argparse.SUPPRESS, metavar="DIR", type=_checked(validate.directory),
+                   help="where managed servers and the results cluster live (env PGPATHBENCH_HOME)")
+    p.add_argument("--results-dsn", default=argparse.SUPPRESS, metavar="DSN", type=_checked(validate.conninfo),
+                   help="store results in this existing database instead of the managed cluster")
+    p.add_argument("--server-user", default=argparse.SUPPRESS, metavar="USER", type=_checked(validate.user_name),
+                   help="OS user that runs managed servers when pgpathbench runs as root (default postgres)")
+    p.add_argument("--pg-bindir", default=argparse.SUPPRESS, metavar="DIR", type=_checked(validate.bindir),
+                   help="PostgreSQL bin directory (default: Debian's PostgreSQL 15)")
+
+
+def _run_parser(sub) -> None:
+    run = sub.add_parser("run", help="run a study (or resume a run)")
+    _common(run)
+    run.add_argument("--resume", metavar="RUN", type=_checked(validate.run_ref),
+                     help="measure what RUN is missing or failed ('latest' works): the (case, round) pairs "
+                          "without a successful measurement")
+    studies = run.add_subparsers(dest="study", metavar="STUDY", parser_class=Parser)
+    for study in STUDIES.values():
+        sp = studies.add_parser(study.name, help=study.title, description=f"{study.title} (seeds {', '.join(study.seeds)})")
+        _common(sp)
+        sp.add_argument("--preset", choices=list(study.presets), default="standard",
+                        help="; ".join(f"{p.name}: {p.help}" for p in study.presets.values()))
+        sp.add_argument("--repeat", type=_checked(validate.repeat),
+                        help=f"rounds, 1 to {validate.MAX_ROUNDS} (default: the preset's)")
+        sp.add_argument("--seed", type=_checked(validate.seed), help="seed of the shuffled order of each round")
+        sp.add_argument("--keep-servers", action="store_true", help="keep the servers' data after the run")
+        for dim in study.dimensions.values():
+            sp.add_argument(f"--{dim.name.replace('_', '-')}", dest=dim.name, metavar="A,B", help=f"{dim.help}" +
+                            (f" (from {','.join(dim.values)})" if dim.values else "") +
+                            f" [default {','.join(study.default_dims[dim.name])}]")
+        for param in study.parameters.values():
+            sp.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}", help=param.help)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="pgpathbench", description="Benchmark laboratory for PostgreSQL data-access paths.")
+    parser.add_argument("--version", action="version", version=f"pgpathbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    _run_parser(sub)
+    run_ref = _checked(validate.run_ref)
+
+    s = sub.add_parser("studies", help="list the studies, their dimensions and presets")
+    s.add_argument("--format", choices=("table", "json"), default="table")
+
+    r = sub.add_parser("runs", help="list stored runs")
+    _common(r)
+    r.add_argument("--format", choices=("table", "json"), default="table")
+
+    rep = sub.add_parser("report", help="report a stored run")
+    _common(rep)
+    rep.add_argument("run", nargs="*", default=["latest"], metavar="RUN", type=run_ref,
+                     help="a run id, latest (default) or latest~N; several runs with --html make one page")
+    rep.add_argument("--format", choices=FORMATS, default="table")
+    rep.add_argument("--wide", action="store_true", help="terminal tables with every column (wider than 120)")
+    rep.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
+                     help="write a self-contained HTML report (tables, charts, environment) to FILE and print its path")
+
+    ex = sub.add_parser("export", help="export a stored run's measurements (csv, or versioned json)")
+    _common(ex)
+    ex.add_argument("run", nargs="?", default="latest", metavar="RUN", type=run_ref,
+                    help="a run id, or latest (default)")
+    ex.add_argument("--format", choices=("csv", "json"), default="json")
+
+    cmp = sub.add_parser("compare", help="compare two stored runs case by case (ratio B/A with 95%% CI)")
+    _common(cmp)
+    cmp.add_argument("run_a", metavar="RUN_A", type=run_ref, help="the baseline run (id, or latest)")
+    cmp.add_argument("run_b", metavar="RUN_B", type=run_ref, help="the run compared with it (id, or latest)")
+    cmp.add_argument("--format", choices=("table", "markdown", "html"), default="table")
+    cmp.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
+                     help="write the comparison as a self-contained HTML file")
+    cmp.add_argument("--force", action="store_true",
+                     help="compare even when the runs' environments differ (the differences are printed)")
+
+    d = sub.add_parser("doctor", help="say what is installed and what is missing")
+    _common(d)
+
+    c = sub.add_parser("clean", help="stop and remove every managed server and its data")
+    _common(c)
+    c.add_argument("--all", action="store_true", help="also remove the results cluster and its stored runs")
+    _KNOWN.update(_option_strings(parser))
+    return parser
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    found = set(parser._option_string_actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _option_strings(sub)
+    return found
+
+
+def study_options(study, args: argparse.Namespace) -> StudyOptions:
+    """Preset defaults, overridden by explicit options; every value validated."""
+    preset: Preset = study.presets[args.preset]
+    params = {}
+    for name, param in study.parameters.items():
+        raw = getattr(args, f"param_{name}")
+        if raw is None:
+            params[name] = preset.params.get(name, param.default)
+            continue
+        try:
+            params[name] = param.parse(raw)
+        except ValueError as e:
+            raise UserError(_with_fix(f"--{name.replace('_', '-')}: {e}", study)) from None
+    dims = {}
+    for name, dim in study.dimensions.items():
+        raw = getattr(args, name)
+        try:
+            dims[name] = dim.validate(raw, f"--{name.replace('_', '-')}") if raw is not None else \
+                tuple(preset.dims.get(name, study.default_dims[name]))
+        except UserError as e:
+            raise UserError(_with_fix(str(e), study)) from None
+    options = StudyOptions(study.name, preset.name, args.repeat or preset.repeat, params, dims)
+    if not study.cases(options):
+        raise UserError("no cases left after exclusions (e.g. --workload rw only allows targets other than "
+                        "fdw_external_ro); widen --workload or --target")
+    _check_links(study, options, args)
+    return options
+
+
+def _with_fix(message: str, study) -> str:
+    """A study's option message, with a pointer to its values when it gives no fix itself."""
+    if ";" in message or "choose from" in message:
+        return message
+    return f"{message}; 'pgpathbench run {study.name} --help' gives each option's values"
+
+
+def _check_links(study, options: StudyOptions, args: argparse.Namespace) -> None:
+    """--latency or --bandwidth must reach a case: refused, not dropped, when none crosses a link."""
+    latencies = [v for v in options.dims.get("latency", ()) if v != "0ms"]
+    if not latencies and not options.params.get("bandwidth"):
+        return
+    option = "--latency" if latencies else "--bandwidth"
+    if not _crossing(study, options):
+        raise UserError(f"{option}: no chosen case crosses a link to the remote role, so it would change nothing; "
+                        f"{_link_hint(study, options)}, or leave {option} out")
+    require_proxy()
+
+
+def _crossing(study, options: StudyOptions) -> list:
+    """The cases that cross the emulated link, found by asking for a 1 ms one."""
+    probe = dataclasses.replace(options, dims={**options.dims, "latency": ("0ms", "1ms")})
+    return [c for c in study.cases(probe) if c["latency"] != "0ms"]
+
+
+def _link_hint(study, options: StudyOptions) -> str:
+    """'add fdw_external or fdw_external_ro to --target': the values of a dimension that reach a link."""
+    for name, dim in study.dimensions.items():
+        if not dim.values or name in ("latency", "pg"):
+            continue
+        wide = dataclasses.replace(options, dims={**options.dims, name: dim.values})
+        reaching = sorted({c[name] for c in _crossing(study, wide)}, key=dim.values.index)
+        if reaching:
+            return f"add {' or '.join(reaching)} to --{name.replace('_', '-')}"
+    return "choose cases that reach the remote role"

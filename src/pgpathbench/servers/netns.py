@@ -1,0 +1,138 @@
+"""Network-namespace links: bandwidth over a real veth (no netem here, so no latency).
+
+A namespace `pgpb-NAME` joined to ours by a veth pair on a link-local /30 (169.254.77.4k+1 here,
++2 inside), with tc tbf on both ends when a bandwidth is given. A server run inside the
+namespace (port 5432 is always free there) is reached at the inside address; traffic then
+crosses the veth, not loopback. Every object is recorded in a state file (the workspace's
+network.json) BEFORE it is made, with the run that made it, so that remove_netns_links() can
+clean up after a crash, and a resumed run can remove what its killed session left. The state
+file is read, changed and written under an exclusive flock (network.lock beside it): several
+runs of one workspace create and remove their links at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import re
+import subprocess
+from pathlib import Path
+
+NETNS_PREFIX = "pgpb-"
+NETNS_BASE = "169.254.77."
+NETNS_PORT = 5432
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    res = subprocess.run(list(args), capture_output=True, text=True)
+    if check and res.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {res.stderr.strip()}")
+    return res
+
+
+@contextlib.contextmanager
+def _locked(state_file: Path):
+    """The records, for reading and changing under the lock; written back when the block ends."""
+    state_file = Path(state_file)
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(state_file.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            records = json.loads(state_file.read_text())
+        except FileNotFoundError:
+            records = []
+        box = [records]
+        try:
+            yield box
+        finally:   # what the block made of the records, also when it failed half-way
+            if box[0]:
+                _write(state_file, box[0])
+            else:
+                state_file.unlink(missing_ok=True)
+
+
+def create_netns_link(name: str, state_file: Path, bandwidth_kbit: int | None = None):
+    from .network import Link
+    rec = create_netns(name, state_file, bandwidth_kbit)
+    return Link(name, "netns", rec["ns_addr"], NETNS_PORT, 0, 0, bandwidth_kbit,
+                upstream=f"{rec['netns']}:{rec['ns_addr']}:{NETNS_PORT}",
+                toxics=[{"type": "tbf", "rate_kbit": bandwidth_kbit}] if bandwidth_kbit else [])
+
+
+def create_netns(name: str, state_file: Path, bandwidth_kbit: int | None = None, owner: str | None = None) -> dict:
+    """A namespace joined to ours by a veth pair: {netns, veth_host, veth_ns, host_addr, ns_addr, owner}."""
+    if not re.fullmatch(r"[a-z0-9_]{1,20}", name):
+        raise ValueError(f"netns link '{name}': lower-case letters, digits and _ only")
+    netns = NETNS_PREFIX + name
+    with _locked(state_file) as box:
+        if _ip("ip", "netns", "pids", netns, check=False).returncode == 0:
+            raise RuntimeError(f"network namespace {netns} exists already: pgpathbench clean removes it")
+        used = _ip("ip", "-o", "addr", "show").stdout + _ip("ip", "-o", "link", "show").stdout
+        taken = {r["veth_host"] for r in box[0]}
+        k = next((k for k in range(64) if f"{NETNS_BASE}{4 * k + 1}/" not in used and f"pgpb{k}h" not in used
+                  and f"pgpb{k}h" not in taken), None)
+        if k is None:
+            raise RuntimeError("no free 169.254.77.x/30 for a netns link: pgpathbench clean frees them")
+        rec = {"netns": netns, "veth_host": f"pgpb{k}h", "veth_ns": f"pgpb{k}n",
+               "host_addr": f"{NETNS_BASE}{4 * k + 1}", "ns_addr": f"{NETNS_BASE}{4 * k + 2}", "owner": owner}
+        box[0] = box[0] + [rec]
+        _write(state_file, box[0])   # recorded before it exists: a crash from here on leaves a record
+        try:
+            _make(rec, bandwidth_kbit)
+        except BaseException:
+            _remove(rec)
+            box[0] = [r for r in box[0] if r is not rec]
+            raise
+    return rec
+
+
+def _write(state_file: Path, records: list[dict]) -> None:
+    tmp = Path(state_file).with_suffix(".tmp")
+    tmp.write_text(json.dumps(records, indent=1))
+    tmp.replace(state_file)
+
+
+def _make(rec: dict, bandwidth_kbit: int | None) -> None:
+    netns, vh, vn = rec["netns"], rec["veth_host"], rec["veth_ns"]
+    _ip("ip", "netns", "add", netns)
+    _ip("ip", "link", "add", vh, "type", "veth", "peer", "name", vn)
+    _ip("ip", "link", "set", vn, "netns", netns)
+    _ip("ip", "addr", "add", f"{rec['host_addr']}/30", "dev", vh)
+    _ip("ip", "link", "set", vh, "up")
+    inside = ("ip", "netns", "exec", netns)
+    _ip(*inside, "ip", "addr", "add", f"{rec['ns_addr']}/30", "dev", vn)
+    _ip(*inside, "ip", "link", "set", vn, "up")
+    _ip(*inside, "ip", "link", "set", "lo", "up")
+    if bandwidth_kbit:
+        # tbf shapes egress, so one qdisc per end = one per direction. Burst: 10 ms of data,
+        # at least 64 KB so that a GSO segment of the veth fits.
+        burst = max(64 * 1024, bandwidth_kbit * 1000 // 8 // 100)
+        tbf = ("root", "tbf", "rate", f"{bandwidth_kbit}kbit", "burst", str(burst), "latency", "50ms")
+        _ip("tc", "qdisc", "add", "dev", vh, *tbf)
+        _ip(*inside, "tc", "qdisc", "add", "dev", vn, *tbf)
+
+
+def _remove(rec: dict) -> list[str]:
+    said = []
+    # Deleting the namespace destroys its veth end, and with it the pair.
+    if _ip("ip", "netns", "del", rec["netns"], check=False).returncode == 0:
+        said.append(f"removed network namespace {rec['netns']}")
+    if _ip("ip", "link", "del", rec["veth_host"], check=False).returncode == 0:
+        said.append(f"removed veth {rec['veth_host']}")
+    return said
+
+
+def remove_netns_links(state_file: Path, only: str | None = None, owner: str | None = None) -> list[str]:
+    """Delete recorded namespaces and veths: all, one namespace (only), or those a run made
+    (owner). Stop the servers inside first."""
+    said = []
+    with _locked(state_file) as box:
+        keep = []
+        for rec in box[0]:
+            if (only and rec["netns"] != only) or (owner and rec.get("owner") != owner):
+                keep.append(rec)
+            else:
+                said += _remove(rec)
+        box[0] = keep
+    return said

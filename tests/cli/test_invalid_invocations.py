@@ -1,0 +1,286 @@
+"""Hostile but fair input to every subcommand: exit 2, one line naming the option, nothing written.
+
+Run in-process (pgpathbench.cli.main) for speed. Each invocation gets a fresh workspace path
+(PGPATHBENCH_HOME) that must not exist afterwards; the managed results cluster and the runner
+are replaced by tripwires, so an invocation that validation lets through fails the test instead
+of starting servers or writing a run row.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+
+import pytest
+
+from pgpathbench import cli
+from pgpathbench.studies import STUDIES
+
+REPO = Path(__file__).resolve().parents[2]
+LONG_NAME = "/tmp/" + "d" * 300                               # one name past NAME_MAX
+LONG_PATH = "/tmp/" + "/".join(["d" * 50] * 17)                # 872 bytes: past MAX_PATH
+SECRET = "hunter2secret"
+DSN = f"host=127.0.0.1 port=1 user=x password={SECRET} dbname=x connect_timeout=2"
+
+
+def _common(prefix: list[str], checked_later: bool = True) -> list[tuple[list[str], str]]:
+    """The options every server-using command shares, each with bad values (checked_later: also
+    those refused after parsing, when the command gets that far)."""
+    later = [([*prefix, "--pg-bindir", "/nonexistent/bin"], "--pg-bindir")] if checked_later else []
+    return later + [
+        ([*prefix, "--workspace", ""], "--workspace"),
+        ([*prefix, "--workspace", "/proc/x"], "--workspace"),
+        ([*prefix, "--workspace", "/sys/x"], "--workspace"),
+        ([*prefix, "--workspace", LONG_NAME], "--workspace"),
+        ([*prefix, "--workspace", LONG_PATH], "--workspace"),
+        ([*prefix, "--workspace", "/etc/hostname/ws"], "--workspace: cannot write below /etc/hostname"),
+        ([*prefix, "--results-dsn", ""], "--results-dsn"),
+        ([*prefix, "--results-dsn", f"host=x password {SECRET}"], "--results-dsn"),
+        ([*prefix, "--server-user", ""], "--server-user"),
+        ([*prefix, "--server-user", f"source=host=x password={SECRET}"], "--server-user"),
+        ([*prefix, "--pg-bindir", ""], "--pg-bindir"),
+        ([*prefix, "--server", f"source=host=x password={SECRET}"], "--server"),   # no abbreviation
+        ([*prefix, "--work", "/tmp"], "--work"),
+        ([*prefix, "--bogus"], "--bogus"),
+        ([*prefix, f"--bogus={SECRET}"], "--bogus"),
+        ([*prefix, "--workspace"], "--workspace"),
+    ]
+
+
+# Every study: shared run options, each dimension with values it cannot take.
+STUDY_CASES: list[tuple[list[str], str]] = []
+for _name, _study in STUDIES.items():
+    _run = ["run", _name, "--preset", "quick"]
+    STUDY_CASES += _common(_run) + [
+        ([*_run, "--repeat", "0"], "--repeat"),
+        ([*_run, "--repeat", "1001"], "--repeat"),
+        ([*_run, "--repeat", "²"], "--repeat"),
+        ([*_run, "--repeat", "-1"], "--repeat"),
+        ([*_run, "--repeat"], "--repeat"),
+        ([*_run, "--seed", "-1"], "--seed"),
+        ([*_run, "--seed", "9223372036854775808"], "--seed"),
+        ([*_run, "--seed", "1e3"], "--seed"),
+        ([*_run, "--preset", "huge"], "--preset"),
+        ([*_run, "--keep-servers=yes"], "--keep-servers"),
+    ]
+    for _dim in _study.dimensions.values():
+        _opt = "--" + _dim.name.replace("_", "-")
+        STUDY_CASES += [([*_run, _opt, ""], _opt), ([*_run, _opt, "a,,b"], _opt), ([*_run, _opt, "ro\nrw"], _opt)]
+        if _dim.values:
+            STUDY_CASES.append(([*_run, _opt, "nosuch"], _opt))
+
+FDW = ["run", "fdw-overhead", "--preset", "quick"]
+SAMPLING = ["run", "remote-sampling", "--preset", "quick"]
+INTERFACES = ["run", "interfaces", "--preset", "quick"]
+FIDELITY = ["run", "interfaces-fidelity", "--preset", "quick"]
+TPCH = ["run", "file-fdw-tpch", "--preset", "quick"]
+
+PARAMETER_CASES = [
+    ([*FDW, "--clients", "²"], "--clients: '²' is not a whole number"),
+    ([*FDW, "--clients", "2147483648"], "--clients"),
+    ([*FDW, "--clients", "0"], "--clients"),
+    ([*FDW, "--clients", "-1"], "--clients"),
+    ([*FDW, "--clients", "1.5"], "--clients"),
+    ([*FDW, "--clients", "9" * 5000], "--clients"),
+    ([*FDW, "--duration", "inf"], "--duration"),
+    ([*FDW, "--duration", "1e400"], "--duration"),
+    ([*FDW, "--duration", "nan"], "--duration"),
+    ([*FDW, "--duration", "0"], "--duration"),
+    ([*FDW, "--duration", "86401"], "--duration"),
+    ([*FDW, "--duration", "1.5"], "--duration"),
+    ([*FDW, "--scale", "99999999"], "--scale"),
+    ([*FDW, "--scale", "0"], "--scale"),
+    ([*FDW, "--scale", "²"], "--scale"),
+    ([*FDW, "--max-tries", "0"], "--max-tries"),
+    ([*FDW, "--max-tries", "1000000"], "--max-tries"),
+    ([*FDW, "--isolation", "dirty"], "--isolation"),
+    ([*FDW, "--latency", "10s", "--target", "local,fdw_local"], "--latency"),
+    ([*FDW, "--latency", "5ms", "--target", "local"], "--latency"),
+    ([*FDW, "--bandwidth", "1gbit", "--target", "local,fdw_local"], "--bandwidth"),
+    ([*FDW, "--latency", "99999s", "--target", "fdw_external"], "--latency"),
+    ([*FDW, "--latency", "1e400ms", "--target", "fdw_external"], "--latency"),
+    ([*FDW, "--latency", "0.5ms"], "--latency"),
+    ([*FDW, "--latency", "-1ms"], "--latency"),
+    ([*FDW, "--bandwidth", "9999999gbit", "--target", "fdw_external"], "--bandwidth"),
+    ([*FDW, "--bandwidth", "0kbit", "--target", "fdw_external"], "--bandwidth"),
+    ([*FDW, "--bandwidth", "1gbps", "--target", "fdw_external"], "--bandwidth"),
+    ([*FDW, "--bandwidth", "", "--target", "fdw_external"], "--bandwidth"),
+    ([*FDW, "--workload", "rw", "--target", "fdw_external_ro"], "--target"),
+    ([*FDW, "--pg", "14"], "--pg"),
+    ([*FDW, "--workload", "r\udcffo"], "--workload"),                     # not UTF-8
+    ([*SAMPLING, "--rows", "0"], "--rows"),
+    ([*SAMPLING, "--rows", "99999999999M"], "--rows"),
+    ([*SAMPLING, "--rows", "1.5k"], "--rows"),
+    ([*SAMPLING, "--rows", "9" * 5000], "--rows"),
+    ([*SAMPLING, "--fraction", "0"], "--fraction"),
+    ([*SAMPLING, "--fraction", "nan"], "--fraction"),
+    ([*SAMPLING, "--fraction", "inf"], "--fraction"),
+    ([*SAMPLING, "--fraction", "2"], "--fraction"),
+    ([*SAMPLING, "--stats-target", "0"], "--stats-target"),
+    ([*SAMPLING, "--stats-target", "²"], "--stats-target"),
+    ([*SAMPLING, "--stats-target", "10001"], "--stats-target"),
+    ([*SAMPLING, "--pg", "15"], "--pg"),
+    ([*SAMPLING, "--latency", "5ms", "--access", "direct", "--test", "sampling"], "--latency"),
+    ([*SAMPLING, "--bandwidth", "1gbit", "--access", "direct", "--test", "sampling"], "--bandwidth"),
+    ([*SAMPLING, "--bandwidth", "1tbit"], "--bandwidth"),
+    ([*INTERFACES, "--iterations", "0"], "--iterations"),
+    ([*INTERFACES, "--iterations", "2000000000"], "--iterations"),
+    ([*INTERFACES, "--t50k-rows", "1000"], "--t50k-rows"),
+    ([*INTERFACES, "--t10m-rows", "0"], "--t10m-rows"),
+    ([*INTERFACES, "--t10m-rows", "99999m"], "--t10m-rows"),
+    ([*INTERFACES, "--fetch", "0"], "--fetch"),
+    ([*INTERFACES, "--fetch", "²"], "--fetch"),
+    ([*INTERFACES, "--fetch", "99999999999999"], "--fetch"),
+    ([*INTERFACES, "--timeout", "0"], "--timeout"),
+    ([*INTERFACES, "--timeout", "604801"], "--timeout"),
+    ([*INTERFACES, "--jvm-options=-jar x.jar"], "--jvm-options"),
+    ([*INTERFACES, "--jvm-options='unclosed"], "--jvm-options"),
+    ([*INTERFACES, "--latency", "5ms", "--transport", "unix"], "--latency"),
+    ([*INTERFACES, "--bandwidth", "1gbit", "--transport", "tcp"], "--bandwidth"),
+    ([*INTERFACES, "--interface", "jdbc", "--transport", "unix"], "--transport"),
+    ([*FIDELITY, "--tool", "libpq"], "--tool"),
+    ([*FIDELITY, "--rows", "none"], "--rows"),
+    ([*FIDELITY, "--rows", "0"], "--rows"),
+    ([*FIDELITY, "--iterations", "0"], "--iterations"),
+    ([*FIDELITY, "--timeout", "inf"], "--timeout"),
+    ([*FIDELITY, "--latency", "1ms"], "--latency"),
+    ([*TPCH, "--queries", "23"], "--queries"),
+    ([*TPCH, "--queries", "q0"], "--queries"),
+    ([*TPCH, "--queries", "²"], "--queries"),
+    ([*TPCH, "--scale", "0"], "--scale"),
+    ([*TPCH, "--scale", "301"], "--scale"),
+    ([*TPCH, "--scale", "nan"], "--scale"),
+    ([*TPCH, "--scale", "inf"], "--scale"),
+    ([*TPCH, "--partitions", "0"], "--partitions"),
+    ([*TPCH, "--partitions", "17"], "--partitions"),
+    ([*TPCH, "--partitions", "²"], "--partitions"),
+    ([*TPCH, "--timeout", "-5"], "--timeout"),
+    ([*TPCH, "--timeout", "604801"], "--timeout"),
+]
+
+RUN_CASES = [
+    (["run"], "name a study"),
+    (["run", "nosuch"], "STUDY"),
+    (["run", "--resume", ""], "--resume"),
+    (["run", "--resume", "latest~99999999999999999999"], "--resume"),
+    (["run", "--resume", "latest~-1"], "--resume"),
+    (["run", "--resume", "latest~x"], "--resume"),
+    (["run", "--resume", "a b"], "--resume"),
+    (["run", "--resume", "x" * 65], "--resume"),
+    (["run", "--resume", "x", "fdw-overhead"], "--resume"),
+    (["run", "--resume"], "--resume"),
+    (["run", "fdw-overhead", "--resume", "latest"], "--resume"),
+] + _common(["run"], checked_later=False)
+
+READ_CASES = [
+    (["runs", "--format", "xml"], "--format"),
+    (["runs", "extra"], "extra"),
+    *_common(["runs"]),
+    (["report", "latest~99999999999999999999999"], "RUN"),
+    (["report", "latest~1000001"], "RUN"),
+    (["report", "latest~x"], "RUN"),
+    (["report", "a b"], "RUN"),
+    (["report", f"host=x password={SECRET}"], "RUN"),
+    (["report", "--html", ""], "--html"),
+    (["report", "--html", "/proc/x.html"], "--html"),
+    (["report", "--html", "/sys/x.html"], "--html"),
+    (["report", "--html", "/tmp"], "--html"),
+    (["report", "--html", "/nonexistent/dir/r.html"], "--html"),
+    (["report", "--html", LONG_NAME + ".html"], "--html"),
+    (["report", "--format", "xml"], "--format"),
+    (["report", "--format"], "--format"),
+    *_common(["report"]),
+    (["export", "--format", "xml"], "--format"),
+    (["export", "latest~99999999999999999999"], "RUN"),
+    (["export", "latest", "extra"], "extra"),
+    (["export", "a b"], "RUN"),
+    *_common(["export"]),
+    (["compare", "onlyone"], "RUN_B"),
+    (["compare"], "RUN_A"),
+    (["compare", "latest~99999999999999999999", "latest"], "RUN_A"),
+    (["compare", "latest", "latest~99999999999999999999"], "RUN_B"),
+    (["compare", "a", "b", "--format", "csv"], "--format"),
+    (["compare", "a", "b", "--html", ""], "--html"),
+    (["compare", "a", "b", "--html", "/proc/x.html"], "--html"),
+    (["compare", "a", "b", "--force=yes"], "--force"),
+    (["compare", "a", "b", "c"], "c"),
+    *_common(["compare", "a", "b"]),
+]
+
+OTHER_CASES = [
+    ([], "COMMAND"),
+    (["--bogus"], "--bogus"),
+    (["--bogus", "run", "fdw-overhead"], "--bogus"),
+    (["nosuch"], "COMMAND"),
+    ([f"host=x password={SECRET}"], "COMMAND"),
+    (["studies", "--format", "xml"], "--format"),
+    (["studies", "--workspace", "/tmp"], "--workspace"),
+    (["studies", "extra"], "extra"),
+    (["studies", "--bogus"], "--bogus"),
+    (["doctor", "extra"], "extra"),
+    (["doctor", "--force"], "--force"),
+    *_common(["doctor"], checked_later=False),   # doctor reports a missing --pg-bindir as a finding
+    (["clean", "--all=yes"], "--all"),
+    (["clean", "extra"], "extra"),
+    (["clean", "--al"], "--al"),
+    *_common(["clean"]),
+]
+
+CASES = STUDY_CASES + PARAMETER_CASES + RUN_CASES + READ_CASES + OTHER_CASES
+if os.geteuid() == 0:   # servers then run as another user, who must exist
+    CASES += [(["runs", "--server-user", "no_such_user_x"], "--server-user"),
+              ([*FDW, "--server-user", "no_such_user_x"], "--server-user")]
+
+
+def _id(argv: list[str]) -> str:
+    text = " ".join(a if len(a) < 40 else a[:20] + "..." for a in argv) or "(none)"
+    return re.sub(r"\s+", " ", text.encode("ascii", "backslashreplace").decode())
+
+
+@pytest.fixture
+def ws(monkeypatch):
+    """A workspace path that does not exist (under the repository: reachable by the server user)."""
+    path = REPO / ".workspace" / f"invalid-{secrets.token_hex(4)}" / "ws"
+    monkeypatch.setenv("PGPATHBENCH_HOME", str(path))
+    yield path
+    assert not path.parent.exists(), "a refused invocation must not create the workspace"
+
+
+@pytest.fixture
+def tripwires(monkeypatch):
+    """Nothing past validation: no managed results cluster, no run."""
+    from pgpathbench import runner, store
+
+    def tripped(*args, **kw):
+        raise AssertionError("validation let an invalid invocation through to the results cluster or a run")
+    monkeypatch.setattr(store.ResultsStore, "_open_managed", classmethod(tripped))
+    monkeypatch.setattr(runner.Runner, "start", tripped)
+    monkeypatch.setattr(runner.Runner, "resume", tripped)
+
+
+def test_at_least_200_invocations():
+    assert len(CASES) >= 200
+    assert len({tuple(a) for a, _ in CASES}) == len(CASES), "each invocation once"
+
+
+@pytest.mark.parametrize("argv, names", CASES, ids=[_id(a) for a, _ in CASES])
+def test_refused_with_one_line_naming_the_option(argv, names, ws, capsys, tripwires):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pgpathbench: error: "), err
+    assert names in lines[0], err
+    assert ";" in lines[0] or "choose from" in lines[0], f"no fix given: {err}"
+    assert "Traceback" not in err and "invalid literal" not in err and out == ""
+    assert SECRET not in err, "a value that may hold a password was repeated"
+    assert not ws.exists(), "a refused invocation must not create the workspace"
+
+
+def test_unreachable_results_dsn_keeps_the_reason_not_the_password(ws, capsys, tripwires):
+    assert cli.main(["runs", "--results-dsn", DSN]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "--results-dsn: cannot connect (" in err and "Connection refused" in err
+    assert SECRET not in err and out == "" and not ws.exists()

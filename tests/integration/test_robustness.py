@@ -1,0 +1,203 @@
+"""Nothing breaks: concurrent runs in one workspace, SIGKILLs at several points of a linked run,
+a managed server killed mid-run, failed measurements. Real servers; tolerances fit a loaded
+2-core machine (no timing targets)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, our_processes, pgpathbench, report_json, spawn_pgpathbench
+
+SMALL = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_local",
+         "--clients", "1", "--repeat", "2", "--duration", "1"]
+LINKED = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_external",
+          "--clients", "1", "--repeat", "2", "--duration", "1", "--latency", "0,1ms"]
+
+
+@pytest.fixture
+def ws():
+    """A workspace of its own: `latest` is this test's run, `runs` lists only its runs."""
+    root = REPO / ".workspace" / f"robust-{os.getpid()}-{secrets.token_hex(2)}"
+    yield root
+    subprocess.run([sys.executable, "-m", "pgpathbench.cli", "clean", "--all", "--workspace", str(root)], capture_output=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def runs(ws: Path) -> list[dict]:
+    res = pgpathbench("runs", "--format", "json", workspace=ws)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def read_until(proc: subprocess.Popen, predicate, timeout: float = 300) -> list[str]:
+    """stderr lines of a spawned run up to the first one that satisfies predicate."""
+    deadline, lines = time.monotonic() + timeout, []
+    while True:
+        assert time.monotonic() < deadline, "run made no progress:\n" + "".join(lines)
+        line = proc.stderr.readline()
+        assert line, f"run ended early ({proc.wait()}):\n" + "".join(lines)
+        lines.append(line)
+        if predicate(line):
+            return lines
+
+
+def measured(n: int):
+    return lambda line: line.startswith(f"[{n}/")
+
+
+def wait_gone(ws: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while our_processes(ws) and time.monotonic() < deadline:   # children die with their parent
+        time.sleep(0.2)
+    assert our_processes(ws) == []
+
+
+def assert_nothing_left(ws: Path, run_id: str) -> None:
+    assert our_processes(ws) == []
+    assert not (ws / "servers").exists() or list((ws / "servers").iterdir()) == [], "servers/ must be empty"
+    network = ws / "network.json"
+    assert not network.exists() or run_id not in network.read_text()
+    if os.geteuid() == 0:
+        tag = run_id.rsplit("-", 1)[-1]
+        assert f"pgpb-{tag}" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def complete(ws: Path, run_id: str, pairs: int) -> dict:
+    rep = report_json(ws, run_id)
+    keys = [(m["case_id"], m["round"]) for m in rep["measurements"]]
+    assert len(keys) == len(set(keys)) == pairs, keys
+    assert all(m["ok"] for m in rep["measurements"]), [m["error"] for m in rep["measurements"]]
+    assert rep["run"]["status"] == "finished"
+    return rep
+
+
+def test_two_runs_at_once_share_the_workspace(ws):
+    first = spawn_pgpathbench(*SMALL, workspace=ws)
+    time.sleep(1)
+    second = spawn_pgpathbench(*SMALL, workspace=ws)
+    during = []
+    while first.poll() is None or second.poll() is None:   # readers while both write
+        for args in (["runs", "--format", "json"], ["report", "--format", "json"]):
+            res = pgpathbench(*args, workspace=ws)
+            during.append(res)
+            assert res.returncode in (0, 2) and "Traceback" not in res.stderr, res.stderr
+        if len(during) >= 6:
+            break
+    outs = [p.communicate(timeout=600) for p in (first, second)]
+    for proc, (out, err) in zip((first, second), outs):
+        assert proc.returncode == 0 and "Traceback" not in err, err[-3000:]
+    assert sum(r.returncode == 0 for r in during) >= len(during) - 1, "reports and runs lists work during runs"
+    stored = runs(ws)
+    assert len(stored) == 2 and {r["status"] for r in stored} == {"finished"}
+    for r in stored:
+        assert r["measurements"] == 4 and r["errors"] == 0
+        complete(ws, r["run_id"], 4)
+        assert_nothing_left(ws, r["run_id"])
+
+
+@pytest.mark.parametrize("kill_point", ["preparing", "measuring", "tearing down"])
+def test_sigkill_of_a_linked_run_then_resume_without_clean(ws, kill_point):
+    proc = spawn_pgpathbench(*LINKED, workspace=ws)
+    if kill_point == "preparing":
+        read_until(proc, lambda line: "servers up" in line)
+    elif kill_point == "measuring":
+        read_until(proc, measured(2))
+    else:
+        read_until(proc, measured(6))
+        time.sleep(0.5)   # into the last probe or the teardown: both must resume
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    wait_gone(ws)
+    killed = runs(ws)[-1]
+    assert killed["status"] == "killed"
+    if kill_point != "tearing down":   # what the resume must remove by itself
+        assert (ws / "servers" / killed["run_id"]).is_dir()
+        assert killed["run_id"] in (ws / "network.json").read_text() if os.geteuid() == 0 else True
+    res = pgpathbench("run", "--resume", "latest", workspace=ws)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    complete(ws, killed["run_id"], 6)
+    assert_nothing_left(ws, killed["run_id"])
+
+
+def test_a_server_killed_mid_measurement_stops_the_run_and_resume_fills_the_hole(ws):
+    proc = spawn_pgpathbench(*SMALL[:-4], "--repeat", "3", "--duration", "2", workspace=ws)
+    read_until(proc, measured(3))   # round 2's first: its second follows at once, no probe between
+    run_id = runs(ws)[-1]["run_id"]
+    pid_file = ws / "servers" / run_id / "pg15_source" / "data" / "postmaster.pid"
+    time.sleep(0.5)   # into that measurement (2 s of pgbench)
+    os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-3000:]
+    said = [line for line in err.splitlines() if line.startswith("pgpathbench:")]
+    assert len(said) == 1 and "server pg15_source (killed by SIGKILL) died" in said[0], err[-3000:]
+    assert f"'pgpathbench run --resume {run_id}'" in said[0] and "Traceback" not in err
+    wait_gone(ws)
+    stopped = report_json(ws, run_id)
+    assert stopped["run"]["status"] == "failed"
+    failed = [m for m in stopped["measurements"] if not m["ok"]]
+    assert len(failed) == 1 and "died during the measurement" in failed[0]["error"], failed
+
+    res = pgpathbench("run", "--resume", run_id, workspace=ws)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = complete(ws, run_id, 6)
+    for m in failed:   # measured again; the failure is kept
+        again = next(x for x in rep["measurements"] if (x["case_id"], x["round"]) == (m["case_id"], m["round"]))
+        assert again["attempts"] == 2 and "died" in again["previous_errors"][0]["error"]
+    assert_nothing_left(ws, run_id)
+
+
+def test_failed_measurements_are_counted_exit_1_and_measured_again_on_resume(ws):
+    # 150 pgbench clients on a server of 100 connections: every measurement fails, quickly.
+    args = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local",
+            "--clients", "150", "--repeat", "2", "--duration", "1"]
+    res = pgpathbench(*args, workspace=ws)
+    assert res.returncode == 1, res.stderr[-3000:]
+    run_id = runs(ws)[-1]["run_id"]
+    last = res.stderr.strip().splitlines()[-1]
+    assert last == (f"pgpathbench: 2 of 2 measurements failed; 'pgpathbench report {run_id}' lists them, "
+                    f"'pgpathbench run --resume {run_id}' measures them again")
+    listed = runs(ws)[-1]
+    assert listed["status"] == "finished" and listed["errors"] == 2
+    again = pgpathbench("run", "--resume", run_id, workspace=ws)
+    assert again.returncode == 1 and "measuring 2 failed measurements again" in again.stderr
+    ms = report_json(ws, run_id)["measurements"]
+    assert len(ms) == 2 and all(m["attempts"] == 2 and len(m["previous_errors"]) == 1 for m in ms)
+    assert_nothing_left(ws, run_id)
+
+
+def test_a_link_changed_by_someone_else_voids_the_round_and_resume_measures_it_again(ws):
+    proc = spawn_pgpathbench(*LINKED, workspace=ws)
+    read_until(proc, measured(1))
+    run_id = runs(ws)[-1]["run_id"]
+    pid = int((ws / "servers" / run_id / "toxiproxy.pid").read_text())
+    args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    api = f"http://127.0.0.1:{int(args[args.index(b'-port') + 1])}"
+    # What any local user can do: take the latency off the 1 ms link.
+    req = urllib.request.Request(f"{api}/proxies/pg15_source_1ms/toxics/latency_downstream", method="POST",
+                                 data=json.dumps({"attributes": {"latency": 0, "jitter": 0}}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=5).read()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-3000:]
+    said = [line for line in err.splitlines() if line.startswith("pgpathbench:")]
+    assert len(said) == 1 and "emulated link changed by someone else after round 1" in said[0], err[-3000:]
+    assert "toxics of pg15_source_1ms were changed" in said[0] and "Traceback" not in err
+    voided = report_json(ws, run_id)["measurements"]
+    assert voided and all(not m["ok"] and m["round"] == 1 and "link changed" in m["error"] for m in voided)
+    wait_gone(ws)
+    res = pgpathbench("run", "--resume", run_id, workspace=ws)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = complete(ws, run_id, 6)
+    assert all(m["attempts"] == 2 for m in rep["measurements"] if m["round"] == 1)
+    assert_nothing_left(ws, run_id)
