@@ -15,8 +15,9 @@ import pytest
 from pgpathbench.procs import OsUser, pid_alive
 from pgpathbench.servers.binaries import resolve
 from pgpathbench.servers.cluster import Cluster
-from pgpathbench.servers.network import (ToxiproxyServer, available_link_kinds, create_netns_link, find_toxiproxy,
-                                         measure_rtt, parse_bandwidth, parse_latency, remove_netns_links)
+from pgpathbench.servers.netns import create_netns_link, remove_netns_links
+from pgpathbench.servers.network import (ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt,
+                                         parse_bandwidth, parse_latency)
 
 pytestmark = pytest.mark.integration
 

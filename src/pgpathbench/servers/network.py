@@ -321,8 +321,3 @@ def available_link_kinds(binary: str | Path | None = None) -> dict[str, str]:
         kinds["netns"] = "ok: ip netns (bandwidth via tc tbf; no netem here, so no latency)" \
             if res.returncode == 0 else f"ip netns does not work: {res.stderr.strip()}"
     return kinds
-
-
-# The netns links live in netns.py; these names stay importable from here.
-from .netns import (NETNS_BASE, NETNS_PORT, NETNS_PREFIX, create_netns, create_netns_link,  # noqa: E402,F401
-                    remove_netns_links)
