@@ -13,6 +13,7 @@ import os
 import pwd
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -145,3 +146,23 @@ def cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def end_process(pid: int, steps: Sequence[tuple[int, float]], poll_s: float = 0.05) -> None:
+    """Send each (signal, seconds to wait) in turn until the process is gone; our own child is
+    reaped on the way (else it would stay a zombie and look alive)."""
+    for sig, wait in steps:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:
+                pass
+            if not pid_alive(pid):
+                return
+            time.sleep(poll_s)

@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 
 from ..errors import UserError
-from ..procs import OsUser, pid_alive
+from ..procs import OsUser, end_process, pid_alive
 from .binaries import PgBinaries
 
 SUPERUSER = "pgpathbench"
@@ -263,13 +263,5 @@ def postmaster_pid(datadir: Path) -> int | None:
 
 
 def stop_pid(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
-    for sig, wait in ((signal.SIGINT, timeout), (signal.SIGQUIT, 10), (signal.SIGKILL, 10)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not pid_alive(pid):
-                return
-            time.sleep(0.05)
+    """Fast shutdown of a postmaster we did not start in this process, waited for."""
+    end_process(pid, ((signal.SIGINT, timeout), (signal.SIGQUIT, 10), (signal.SIGKILL, 10)))

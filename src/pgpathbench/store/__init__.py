@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from datetime import datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Iterable
@@ -28,7 +27,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import UserError
 from ..matrix import Case
-from ..procs import cmdline, pid_alive
+from ..procs import cmdline, end_process, pid_alive
 from ..servers.binaries import PgBinaries
 from ..servers.cluster import Cluster, postmaster_pid, stop_pid
 from ..workspace import Workspace
@@ -316,18 +315,4 @@ def _leave(workspace: Workspace, users, cluster: Cluster) -> None:
 def stop_keeper(pid: int) -> None:
     """SIGTERM, and wait until it has stopped the cluster and exited (SIGKILL after a while: the
     postmaster then gets its parent-death signal)."""
-    for sig, wait in ((signal.SIGTERM, KEEPER_STOP_S), (signal.SIGKILL, 10)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:   # our own child: reap it
-                    return
-            except ChildProcessError:
-                pass
-            if not pid_alive(pid):
-                return
-            time.sleep(0.02)
+    end_process(pid, ((signal.SIGTERM, KEEPER_STOP_S), (signal.SIGKILL, 10)), poll_s=0.02)
