@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from benchlib import run_then_report  # noqa: E402
-from pgpathbench.stats import ratio_summary  # noqa: E402
-from pgpathbench.studies.interfaces_fidelity import DIAGNOSTIC, TARGET, target_verdict  # noqa: E402
+from pgpathbench.results.model import RunResult  # noqa: E402
+from pgpathbench.studies.interfaces_fidelity.report import pairs  # noqa: E402
+from pgpathbench.studies.interfaces_fidelity.spec import TARGET, verdict  # noqa: E402
+
+STUDY = "interfaces-fidelity"
 
 
 def main() -> int:
@@ -35,37 +37,24 @@ def main() -> int:
     ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
     args = ap.parse_args()
     extra = ["--repeat", str(args.repeat)] if args.repeat else []
-    done = run_then_report(["interfaces-fidelity", "--preset", args.preset, *extra], args.workspace)
+    done = run_then_report([STUDY, "--preset", args.preset, *extra], args.workspace)
     if done is None:
         return 1
     wall, report = done
-    series: dict[tuple, dict[int, float]] = defaultdict(dict)
-    modes = {}
-    for m in report["measurements"]:
-        if m["ok"]:
-            d = m["dims"]
-            key = (d["pg"], d["workload"], d["transport"], d["tool"])
-            series[key][m["round"]] = m["metrics"]["duration_s"]
-            modes[key] = m["metrics"].get("mode", "")
-    env = next(v for k, v in report["run"]["environment"]["sessions"][-1].items()
-               if k.startswith("interfaces_fidelity_pg"))
-    print(f"run {report['run']['run_id']} ({args.preset}: t10m {env['rows']:,} rows = {env['copy_bytes'] / 1e6:.0f} MB "
-          f"of COPY text, loop x {env['iterations']:,}), {wall:.0f} s")
+    run = RunResult.from_export(report)
+    facts = run.environment.setup_of(STUDY)
+    print(f"run {run.run_id} ({args.preset}: t10m {facts['rows']:,} rows = {facts['copy_bytes'] / 1e6:.0f} MB "
+          f"of COPY text, loop x {facts['iterations']:,}), {wall:.0f} s")
     ok = True
-    for key in sorted(series):
-        pg, workload, transport, tool = key
-        ref = series.get((pg, workload, transport, "reference"))
-        if tool == "reference" or not ref:
-            continue
-        r = ratio_summary(series[key], ref)
-        verdict = target_verdict(r) if tool == "libpq" else \
-            "diagnostic: what the checksum costs" if tool == DIAGNOSTIC else "finding"
-        if tool == "libpq" and verdict != "met":
+    for key, client, _, r in pairs(run.study(STUDY)):
+        said = verdict(key.tool, r)
+        if key.tool == "libpq" and said != "met":
             ok = False
-        reference = "psql COPY" if workload == "copy" else "pgbench -f"
-        print(f"{'    ' if tool != 'libpq' else ('ok  ' if verdict == 'met' else 'MISS')} "
-              f"{workload:4} {transport:4} {tool:16} ({modes[key]:6}) / {reference:10}: {r.median:.3f} "
-              f"{r.ci_text}  n={r.n}  {verdict}")
+        mode = next(iter(client.raw("mode").values()), "")
+        reference = "psql COPY" if key.workload == "copy" else "pgbench -f"
+        print(f"{'    ' if key.tool != 'libpq' else ('ok  ' if said == 'met' else 'MISS')} "
+              f"{key.workload:4} {key.transport:4} {key.tool:16} ({mode:6}) / {reference:10}: {r.median:.3f} "
+              f"{r.ci_text}  n={r.n}  {said}")
     print(f"target: libpq at most {TARGET - 1:.0%} slower than each reference (95% interval at or below {TARGET})")
     return 0 if ok else 1
 

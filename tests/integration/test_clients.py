@@ -20,7 +20,7 @@ from pgpathbench.clients import session_env
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
 from pgpathbench.servers.cluster import Cluster, free_port
-from pgpathbench.studies.interfaces import copy_reference
+from pgpathbench.tools.psql_copy import copy_reference
 
 pytestmark = pytest.mark.integration
 

@@ -9,6 +9,7 @@ figures in the range the work they do allows.
 
 from __future__ import annotations
 
+import itertools
 import re
 import statistics
 from collections import defaultdict
@@ -31,7 +32,7 @@ def ratios(rep) -> dict[tuple[str, str, str], float]:
     wall = defaultdict(dict)
     for m in rep["measurements"]:
         d = m["dims"]
-        wall[(d["workload"], d["transport"], d["tool"])][m["round"]] = m["metrics"]["duration_s"]
+        wall[(d["workload"], d["transport"], d["tool"])][m["round"]] = m["metrics"]["duration_ms"]
     out = {}
     for (workload, transport, tool), values in wall.items():
         ref = wall[(workload, transport, "reference")]
@@ -44,27 +45,30 @@ def test_every_run_is_measured_and_the_copy_data_agree(fidelity):
     _, rep = fidelity
     ms = rep["measurements"]
     assert len(ms) == 22 * 6 and all(m["ok"] for m in ms), [m["error"] for m in ms if not m["ok"]][:3]
-    ref = rep["run"]["environment"]["sessions"][-1]["interfaces_fidelity_pg15"]["reference"]
+    ref = rep["run"]["environment"]["sessions"][-1]["setup"]["15"]["interfaces-fidelity"]["reference"]
     assert ref["rows"] == 200_000
     for m in ms:
         d, mt = m["dims"], m["metrics"]
         if d["tool"] != "reference" and d["workload"] == "copy":
             assert (mt["rows"], mt["bytes"]) == (ref["rows"], ref["bytes"])
         if d["workload"] == "loop":
-            assert mt["rows"] == 2000 and mt["work_s"] > 0
-        assert mt["cpu_s"] > 0 and mt["peak_rss_mib"] > 1
+            assert mt["rows"] == 2000 and mt["work_ms"] > 0
+        assert mt["cpu_ms"] > 0 and mt["peak_rss_mib"] > 1
 
 
 def test_ratios_are_printed_with_intervals_for_every_client(fidelity):
     res, rep = fidelity
     out = res.stdout
-    assert "Fidelity: each client against the reference tool" in out
-    lines = [line for line in out.splitlines() if "psql COPY > /dev/null" in line or "pgbench -f" in line]
+    title = "Fidelity: each client against the reference tool"
+    assert title in out
+    # the terminal table: Workload, Transport, Client, Ratio, 95% CI, Target (--wide: PG, mode, reference...)
+    start = next(i for i, line in enumerate(out.splitlines()) if line.startswith(title))
+    lines = list(itertools.takewhile(str.strip, out.splitlines()[start + 4:]))
     expected = {"libpq": ("met", "missed", "undecided"), "libpq-nochecksum": ("diagnostic",)}
     for workload, transport, client in [(w, t, c) for w in ("copy", "loop") for t in ("unix", "tcp")
                                         for c in ("libpq", "libpq-nochecksum", "odbc", "jdbc", "psycopg")
                                         if (c, t) != ("jdbc", "unix")]:
-        row = next(line for line in lines if line.split()[1:4] == [workload, transport, client])
+        row = next(line for line in lines if line.split()[0:3] == [workload, transport, client])
         assert "[" in row and "]" in row, row                           # the 95% interval
         verdict = re.split(r"\s{2,}", row.strip())[-1]
         assert verdict.startswith(expected.get(client, ("finding",))), row

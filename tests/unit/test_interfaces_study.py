@@ -1,30 +1,35 @@
 """interfaces (seed 003): the matrix and its exclusions, the clients' JSON, the measured spawn,
-the seed's labels and normalisation, and the published figures."""
+the seed's labels and normalisation, the metric catalogues, and the published figures."""
 
 from __future__ import annotations
 
 import json
 import statistics
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from conftest import MASK64, contract_checksum, fnv1a_64
 from pgpathbench import clients
-from pgpathbench.clients import ClientOutputError, parse_client_json, spawn_measured
+from pgpathbench.clients import ClientOutputError, parse_client_json, repeated_checksum, spawn_measured
 from pgpathbench.errors import CaseError, UserError
 from pgpathbench.references import (INTERFACES_CANDIDATE_RANKING, INTERFACES_LOCCOMM_DURATION,
                                     INTERFACES_LOCATION_RANKING, INTERFACES_STRATEGY_AVG_DURATION,
                                     INTERFACES_TESTCASE_DURATION)
+from pgpathbench.datasets.seed003 import row_bytes, seed_literal, table_sql
+from pgpathbench.results.model import RunResult
+from pgpathbench.servers.paths import NetworkPath
 from pgpathbench.stats import Summary
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies import interfaces
 from pgpathbench.studies.base import StudyEnv, StudyOptions
-from pgpathbench.studies.interfaces import (Reference, candidate_ranking, conndesc, location_ranking,
-                                            normalised, numiter_text, records, row_bytes, seed_groups,
-                                            seed_literal, seed_testcase, seed_testcase_key, table_sql)
-from pgpathbench.studies.interfaces_fidelity import target_verdict
+from pgpathbench.studies.interfaces import study as interfaces_study
+from pgpathbench.studies.interfaces.report import candidate_ranking, location_ranking, normalised, seed_groups
+from pgpathbench.studies.interfaces.spec import conndesc, numiter_text
+from pgpathbench.studies.interfaces_fidelity.spec import target_verdict
+from pgpathbench.tools.psql_copy import Reference
+from pgpathbench.tools.spawn import Measured
 
 STUDY = STUDIES["interfaces"]
 
@@ -86,11 +91,42 @@ def test_presets():
     quick = STUDY.presets["quick"]
     opts = StudyOptions(STUDY.name, "quick", quick.repeat, quick.params,
                         {**STUDY.default_dims, **{k: tuple(v) for k, v in quick.dims.items()}})
-    assert len(STUDY.cases(opts)) == 30 * 4
+    cases = STUDY.cases(opts)
+    # every client and method over the three transports connecting once (30 candidates), and each
+    # client's normal method connecting per query over TCP, where the four clients meet
+    assert len(cases) == 30 + 4
+    assert {c["transport"] for c in cases if c["sqlstrat"] == "sql001:once"} == {"unix", "tcp", "remote"}
+    assert {(c["interface"], c["method"], c["transport"]) for c in cases if c["sqlstrat"] == "sql001:each"} == \
+        {(i, "normal", "tcp") for i in ("libpq", "odbc", "jdbc", "psycopg")}
+    assert {c["interface"] for c in cases} == {"libpq", "odbc", "jdbc", "psycopg"}
+    assert quick.repeat >= 6                              # real 95% intervals
     paper = STUDY.presets["paper"]
     assert paper.params == {"iterations": 50_000, "t50k_rows": 50_000, "t10m_rows": 10_000_000}
     assert paper.repeat == 9 and not paper.dims          # the seed's group size, every driver row
     assert quick.params["t50k_rows"] >= 4242              # sql001 reads id 4242
+
+
+def test_each_transports_and_methods_only_restrict_connect_per_query():
+    params = {"each_transports": STUDY.parameters["each_transports"].parse("tcp,remote"),
+              "each_methods": STUDY.parameters["each_methods"].parse("normal,copy")}
+    cases = STUDY.cases(StudyOptions(STUDY.name, "standard", 3, params, STUDY.default_dims))
+    each = [c for c in cases if c["sqlstrat"].endswith(":each")]
+    assert {c["transport"] for c in each} == {"tcp", "remote"} and {c["method"] for c in each} == {"normal", "copy"}
+    assert {c["transport"] for c in cases if c["sqlstrat"].endswith(":once")} == {"unix", "tcp", "remote"}
+    assert {c["method"] for c in cases if c["sqlstrat"].endswith(":once")} == set(STUDY.dimensions["method"].values)
+    with pytest.raises(UserError, match=r"connect per query runs only with transport tcp \(--each-transports\)"):
+        STUDY.cases(StudyOptions(STUDY.name, "quick", 6, {"each_transports": "tcp"},
+                                 {**STUDY.default_dims, "transport": ("unix",), "sqlstrat": ("sql001:each",)}))
+
+
+def test_the_path_of_each_transport():
+    cases = STUDY.cases(options(interface=("libpq",), method=("copy",), sqlstrat=("sql10m:once",),
+                                output=("p-all:null",), latency=("0ms", "5ms"), pg=("16",)))
+    assert {c.case_id: STUDY.path(c) for c in cases} == {
+        "libpq:copy:unix:sql10m:once:p-all:null:0ms:16": None,
+        "libpq:copy:tcp:sql10m:once:p-all:null:0ms:16": NetworkPath("16", "local", "0ms"),   # lcl:tcp is probed
+        "libpq:copy:remote:sql10m:once:p-all:null:0ms:16": NetworkPath("16", "remote", "0ms"),
+        "libpq:copy:remote:sql10m:once:p-all:null:5ms:16": NetworkPath("16", "remote", "5ms")}
 
 
 @pytest.mark.parametrize("name, raw, message", [
@@ -99,6 +135,8 @@ def test_presets():
     ("iterations", "x", "is not a row count"),
     ("fetch", "0", "is not a whole number >= 1"),
     ("jvm_options", "-jar other.jar", "give JVM options only"),
+    ("each_transports", "ssl", "give transports among unix,tcp,remote"),
+    ("each_methods", "normal,chunked", "give methods among normal,single-row,cursor,copy"),
 ])
 def test_parameters_reject(name, raw, message):
     with pytest.raises(ValueError, match=message):
@@ -109,6 +147,7 @@ def test_parameters_parse():
     assert STUDY.parameters["t10m_rows"].parse("10m") == 10_000_000
     assert STUDY.parameters["iterations"].parse("50k") == 50_000
     assert STUDY.parameters["jvm_options"].parse(" -Xmx1g   -XX:+UseSerialGC ") == "-Xmx1g -XX:+UseSerialGC"
+    assert STUDY.parameters["each_transports"].parse("tcp,unix,tcp") == "tcp,unix"
 
 
 # -- the seed's tables and labels ----------------------------------------------------------------
@@ -224,14 +263,14 @@ def test_servers_whose_tables_differ_are_one_user_error(monkeypatch):
     """psql's COPY of a query differs between the local and the remote server: a one-line UserError
     (the CLI prints it, exit 2) naming the query and each server's rows, bytes and checksum."""
     servers = SimpleNamespace(cluster=lambda name, **kw: FakeCluster(name),
-                              link=lambda *a: SimpleNamespace(conninfo=lambda ci: ci),
+                              path=lambda *a: SimpleNamespace(conninfo=lambda ci: ci),
                               workspace=SimpleNamespace(free_bytes=lambda: 1 << 50))
     checksums = {"host=local": "dbec46c5fb5c3985", "host=remote": "2b43fc3dcdf873af"}
-    monkeypatch.setattr(interfaces, "copy_reference",
+    monkeypatch.setattr(interfaces_study, "copy_reference",
                         lambda psql, ci, sql, timeout: Reference(150_000, 41_288_895, checksums[ci]))
     opts = StudyOptions(STUDY.name, "quick", 3, {"t50k_rows": 5000, "t10m_rows": 150_000, "timeout": 60},
                         {**STUDY.default_dims, "transport": ("tcp", "remote"), "sqlstrat": ("sql10m:once",)})
-    env = StudyEnv(opts, SimpleNamespace(path=lambda tool: tool), servers, lambda line: None)
+    env = StudyEnv(opts, "15", SimpleNamespace(path=lambda tool: tool), servers, lambda line: None)
     with pytest.raises(UserError) as e:
         STUDY.prepare(env)
     assert str(e.value) == ("sql10m: the servers' tables differ (psql COPY): local rows 150000, bytes 41288895, "
@@ -239,21 +278,28 @@ def test_servers_whose_tables_differ_are_one_user_error(monkeypatch):
 
 
 # -- the seed's analysis -------------------------------------------------------------------------
-def measurement(interface, method, transport, sqlstrat, round_no, duration, iterations=1, output="p-all:file",
-                latency="0ms", pg="15"):
+def measurement(interface, method, transport, sqlstrat, round_no, duration_s, iterations=1, output="p-all:file",
+                latency="0ms", pg="15", study="interfaces", ok=True):
     dims = {"interface": interface, "method": method, "transport": transport, "sqlstrat": sqlstrat,
             "output": output, "latency": latency, "pg": pg}
-    return {"study": "interfaces", "ok": True, "round": round_no, "dims": dims,
-            "case_id": ":".join(dims.values()), "metrics": {"duration_s": duration, "iterations": iterations}}
+    return {"study": study, "ok": ok, "round": round_no, "dims": dims, "case_id": ":".join(dims.values()),
+            "metrics": {"duration_ms": duration_s * 1000, "iterations": iterations}}
 
 
-def test_records_are_the_seeds_vtestresults():
-    (r,) = records("interfaces", [measurement("odbc", "normal", "unix", "sql001:each", 3, 2.5, 50_000,
-                                              "p-all:null")])
-    assert seed_testcase(r) == "ODBC:lcl:ipc:sql001:0:50k:acc-n:p-all:null"    # the seed's first testcase
-    assert (r.iface, r.loc, r.comm, r.sql, r.connstrat, r.numiter, r.extra, r.prnt, r.dest, r.iter) == \
-        ("ODBC", "lcl", "ipc", "sql001", "0", "50k", "acc-n", "p-all", "null", 3)
-    assert seed_testcase_key(r.key) == "sql001:50k:lcl:ipc:0:p-all:null"
+def result_of(measurements):
+    """The result model of a run holding these measurements (model version 2: milliseconds)."""
+    run = {"run_id": "r", "studies": ["interfaces"], "options": {"model_version": 2}}
+    return RunResult.from_rows(run, [], measurements, []).study("interfaces")
+
+
+def test_groups_carry_the_seeds_labels():
+    (g,) = seed_groups(result_of([measurement("odbc", "normal", "unix", "sql001:each", 3, 2.5, 50_000,
+                                              "p-all:null")]))
+    # the seed's first testcase, ODBC:lcl:ipc:sql001:0:50k:acc-n:p-all:null, as its views take it apart
+    assert (g.candidate, g.location, g.ifmeth_testcase, g.loccomm_testcase) == \
+        ("ODBC:acc-n", "lcl:ipc", "sql001:50k:lcl:ipc:0:p-all:null", "ODBC:acc-n:sql001:50k:0:p-all:null")
+    assert (g.grpsz, g.duration, g.drange) == (1, 2.5, 0.0)
+    assert g.key.seed_testcase() == "sql001:50k:lcl:ipc:0:p-all:null"
 
 
 def test_normalised_duration_and_ranking_by_hand():
@@ -261,7 +307,7 @@ def test_normalised_duration_and_ranking_by_hand():
     ms = [measurement("libpq", "copy", "tcp", "sql50k:once", 1, 1.0), measurement("libpq", "copy", "tcp", "sql50k:once", 2, 1.2),
           measurement("odbc", "normal", "tcp", "sql50k:once", 1, 2.0), measurement("odbc", "normal", "tcp", "sql50k:once", 2, 2.0),
           measurement("jdbc", "normal", "tcp", "sql50k:once", 1, 4.0), measurement("jdbc", "normal", "tcp", "sql50k:once", 2, 5.0)]
-    groups = seed_groups(records("interfaces", ms))
+    groups = seed_groups(result_of(ms))
     by = {g.candidate: (g, nd, nr) for g, nd, nr in normalised(groups, "ifmeth_testcase")}
     # averages 1.1, 2.0, 4.5 -> (x - 1.1) / 3.4; ranges 0.2, 0, 1 -> x / 1
     assert by["libpq:acc-y"][1:] == (0.0, 0.2)
@@ -269,14 +315,14 @@ def test_normalised_duration_and_ranking_by_hand():
     assert by["JDBC:acc-n"][1:] == (1.0, 1.0)
     assert by["JDBC:acc-n"][0].grpsz == 2 and by["JDBC:acc-n"][0].drange == 1.0
     ranking = candidate_ranking(groups)["15"]
-    assert [r[0] for r in ranking] == ["libpq:acc-y", "ODBC:acc-n", "JDBC:acc-n"]
-    assert ranking[1] == ("ODBC:acc-n", 2.0, round(0.9 / 3.4, 3), 0.0, 1)
+    assert [r.candidate for r in ranking] == ["libpq:acc-y", "ODBC:acc-n", "JDBC:acc-n"]
+    assert ranking[1][:5] == ("ODBC:acc-n", 2.0, round(0.9 / 3.4, 3), 0.0, 1)
 
 
 def test_a_testcase_with_one_candidate_normalises_to_zero_not_a_division_by_zero():
     ms = [measurement("libpq", "copy", "unix", "sql10m:once", r, 1.0 + r) for r in (1, 2)]
-    (row,) = candidate_ranking(seed_groups(records("interfaces", ms)))["15"]
-    assert row[2:4] == (0.0, 0.0)
+    (row,) = candidate_ranking(seed_groups(result_of(ms)))["15"]
+    assert (row.avg_nml_dur, row.avg_nml_drng) == (0.0, 0.0)
 
 
 def test_location_ranking_partitions_by_interface_and_method():
@@ -285,15 +331,72 @@ def test_location_ranking_partitions_by_interface_and_method():
         for transport, d in (("unix", 1.0), ("tcp", 2.0), ("remote", 3.0)):
             ms.append(measurement("libpq", "normal", transport, "sql50k:once", rnd, d))
             ms.append(measurement("odbc", "normal", transport, "sql50k:once", rnd, d * 10))
-    ranking = location_ranking(seed_groups(records("interfaces", ms)))["15"]
-    assert [(r[0], r[2], r[4]) for r in ranking] == [("lcl:ipc", 0.0, 2), ("lcl:tcp", 0.5, 2), ("rmt:tcp", 1.0, 2)]
+    ranking = location_ranking(seed_groups(result_of(ms)))["15"]
+    assert [(r.candidate, r.avg_nml_dur, r.testcases) for r in ranking] == \
+        [("lcl:ipc", 0.0, 2), ("lcl:tcp", 0.5, 2), ("rmt:tcp", 1.0, 2)]
 
 
 def test_failed_and_other_studies_measurements_are_left_out():
-    ms = [measurement("libpq", "copy", "unix", "sql10m:once", 1, 1.0), {**measurement("libpq", "copy", "unix",
-          "sql10m:once", 2, 9.0), "ok": False}, {**measurement("libpq", "copy", "unix", "sql10m:once", 3, 9.0),
-                                                  "study": "fdw-overhead"}]
-    assert [r.iter for r in records("interfaces", ms)] == [1]
+    ms = [measurement("libpq", "copy", "unix", "sql10m:once", 1, 1.0),
+          measurement("libpq", "copy", "unix", "sql10m:once", 2, 9.0, ok=False),
+          measurement("libpq", "copy", "unix", "sql10m:once", 3, 9.0, study="fdw-overhead")]
+    (g,) = seed_groups(result_of(ms))
+    assert (g.grpsz, g.duration) == (1, 1.0)
+
+
+# -- the metric catalogues -----------------------------------------------------------------------
+def fake_client(rows, size, checksum):
+    """run_native_client's stand-in: a client run that read these rows, with the contract's times."""
+    def run(client, conninfo, sql, *, mode="normal", iterations=1, dest="/dev/null", **kw):
+        if dest != "/dev/null":
+            Path(dest).write_bytes(b"x" * size * iterations)
+        out = {**GOOD, "client": client, "mode": mode, "iterations": iterations, "rows": rows * iterations,
+               "bytes": size * iterations, "checksum": f"{repeated_checksum(int(checksum, 16), iterations):016x}"}
+        return clients.ClientRun(out, 0.25, 0.1, 0.05, 20480)
+    return run
+
+
+@pytest.mark.parametrize("sqlstrat, output", [("sql001:each", "p-all:file"), ("sql10m:once", "p-none:null")])
+def test_every_metric_a_measurement_carries_is_declared(monkeypatch, tmp_path, sqlstrat, output):
+    ref = Reference(3, 300, "00000000000000ff")
+    monkeypatch.setattr(interfaces_study, "run_native_client", fake_client(3, 300, ref.checksum))
+    (case,) = STUDY.cases(options(interface=("libpq",), method=("copy",), transport=("tcp",),
+                                  sqlstrat=(sqlstrat,), output=(output,)))
+    opts = StudyOptions(STUDY.name, "quick", 6, {"iterations": 20, "fetch": 1000, "timeout": 60}, STUDY.default_dims)
+    env = StudyEnv(opts, "15", None, None, lambda line: None,
+                   {"conninfo": {("tcp", "0ms"): "host=x"}, "reference": {"sql001": ref, "sql10m": ref},
+                    "jvm_options": [], "outfile": str(tmp_path / "out")})
+    metrics = STUDY.measure(env, case)
+    assert set(metrics) <= set(STUDY.metrics), set(metrics) - set(STUDY.metrics)
+    assert metrics["duration_ms"] == 250 and metrics["connect_ms"] == pytest.approx(1.0)
+    assert metrics["startup_ms"] == pytest.approx(250 - 6) and metrics["cpu_ms"] == pytest.approx(150)
+    assert STUDY.metrics[STUDY.primary_metric].better == "lower"
+
+
+PGBENCH_LOOP = ("number of transactions actually processed: 2000/2000\n"
+                "initial connection time = 3.500 ms\ntps = 8000.0 (without initial connection time)\n")
+
+
+@pytest.mark.parametrize("workload, tool", [("copy", "reference"), ("loop", "reference"), ("copy", "libpq"),
+                                            ("loop", "jdbc"), ("copy", "libpq-nochecksum")])
+def test_every_fidelity_metric_is_declared(monkeypatch, workload, tool):
+    from pgpathbench.studies.interfaces_fidelity import study as fidelity_study
+    study = STUDIES["interfaces-fidelity"]
+    ref = Reference(3, 300, "00000000000000ff")
+    monkeypatch.setattr(fidelity_study, "run_native_client", fake_client(3 if workload == "copy" else 1, 300,
+                                                                         ref.checksum))
+    monkeypatch.setattr(fidelity_study, "spawn_measured", lambda args, timeout, env=None, stdout=None: Measured(
+        tuple(args), 0, PGBENCH_LOOP if "pgbench" in args[0] else "", "", 0.5, 0.2, 0.1, 4096))
+    (case,) = [c for c in study.cases(StudyOptions(study.name, "quick", 6, {}, study.default_dims))
+               if (c["workload"], c["tool"], c["transport"]) == (workload, tool, "tcp")]
+    opts = StudyOptions(study.name, "quick", 6, {"iterations": 2000, "timeout": 60}, study.default_dims)
+    env = StudyEnv(opts, "15", SimpleNamespace(path=lambda tool: tool), None, lambda line: None,
+                   {"conninfo": {"tcp": "host=x"}, "reference": ref, "jvm_options": [], "script": "loop.sql"})
+    metrics = study.measure(env, case)
+    assert set(metrics) <= set(study.metrics), set(metrics) - set(study.metrics)
+    assert metrics["duration_ms"] > 0 and study.metrics[study.primary_metric].unit == "ms"
+    if (workload, tool) == ("loop", "reference"):
+        assert metrics["work_ms"] == pytest.approx(2000 / 8000 * 1000) and metrics["connect_ms"] == 3.5
 
 
 # -- the published figures -----------------------------------------------------------------------

@@ -1,0 +1,221 @@
+"""interfaces' vocabulary: the seed's driver tables as dimensions, its labels, the parameters and
+presets, the metric catalogue, and which network path a case crosses.
+
+  interfaces            --interface  libpq, odbc, jdbc, psycopg
+  alternateclientcopy   --method     normal (acc-n), single-row / cursor:N (acc-a), copy (acc-y)
+  conninfos             --transport  unix (lcl:ipc), tcp (lcl:tcp), remote (rmt:tcp), --latency
+  sqlstratiter          --sqlstrat   sql001 (1 row by id, x --iterations), sql50k, sql10m;
+                                     each (connect per query, -k 0) or once (-k 1)
+  printfracdest         --output     p-none:null, p-all:null, p-all:file
+"""
+
+from __future__ import annotations
+
+from ... import validate
+from ...clients import CLIENTS
+from ...datasets.seed003 import QUERIES, SEED_ID
+from ...matrix import Dimension, Parameter, Preset
+from ...metrics import Metric, catalogue
+from ...servers.paths import DIRECT, NetworkPath
+from ..base import BANDWIDTH, LATENCY, PG
+
+INTERFACES = ("libpq", "odbc", "jdbc", "psycopg")
+SEED_IFNAME = {"libpq": "libpq", "odbc": "ODBC", "jdbc": "JDBC", "psycopg": "psycopg"}
+METHODS = ("normal", "single-row", "cursor", "copy")
+METHODS_OF = {"libpq": ("normal", "single-row", "copy"), "odbc": ("normal", "cursor"),
+              "jdbc": ("normal", "cursor", "copy"), "psycopg": ("normal", "cursor", "copy")}
+ACCDESC = {"normal": "acc-n", "single-row": "acc-a", "cursor": "acc-a", "copy": "acc-y"}
+STREAMING = ("single-row", "cursor", "copy")     # methods that need not hold the whole result
+TRANSPORTS = ("unix", "tcp", "remote")
+QUERY_ORDER = tuple(QUERIES)
+STRATEGIES = {"each": "0", "once": "1"}          # -> the client's -k (and the seed's connstrat)
+SQLSTRATS = ("sql001:each", "sql50k:each", "sql10m:each", "sql001:once", "sql50k:once", "sql10m:once")
+OUTPUTS = ("p-none:null", "p-all:null", "p-all:file")   # the seed's printfracdest
+SEED_NUMITER = {"sql001": "50k", "sql50k": "001", "sql10m": "001"}
+DEFAULT_JVM_OPTIONS = "-XX:+UseSerialGC -Xms32m -XX:MaxRAMPercentage=70"
+PREFERRED_OUTPUT = "p-all:file"     # what the seed's summaries show
+LOCAL_ROLE, REMOTE_ROLE = "local", "remote"
+
+
+# -- parsers of the options -------------------------------------------------------------------------
+def parse_rows(minimum: int):
+    def parse(v: str) -> int:
+        return validate.rows(v, minimum)
+    return parse
+
+
+def parse_positive(what: str):
+    def parse(v: str) -> int:
+        return validate.whole(v, 1, None, what)
+    return parse
+
+
+def parse_jvm_options(v: str) -> str:
+    opts = validate.shell_words(v)
+    if any(not o.startswith("-") or o in ("-jar", "-cp", "-classpath") for o in opts):
+        raise ValueError(f"'{v}': give JVM options only (each starting with '-', no -jar or -cp)")
+    return " ".join(opts)
+
+
+def parse_among(what: str, values: tuple[str, ...]):
+    """A comma-separated list of some of `values`, normalised ('tcp,unix')."""
+    def parse(v: str) -> str:
+        chosen = [t.strip() for t in v.split(",")]
+        if not v.strip() or any(t not in values for t in chosen):
+            raise ValueError(f"'{v}': give {what} among {','.join(values)}")
+        return ",".join(dict.fromkeys(chosen))
+    return parse
+
+
+# -- the seed's labels ------------------------------------------------------------------------------
+def numiter_text(n: int) -> str:
+    """The seed's way of writing a count: 1 -> '001', 50000 -> '50k', 10000000 -> '10m'."""
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}m"
+    if n >= 1000 and n % 1000 == 0:
+        return f"{n // 1000}k"
+    return f"{n:03d}" if n < 1000 else str(n)
+
+
+def conndesc(transport: str, latency: str = DIRECT) -> str:
+    """The seed's conninfos key: lcl:ipc, lcl:tcp, rmt:tcp; an emulated link is rmt+5ms:tcp."""
+    if transport == "unix":
+        return "lcl:ipc"
+    if transport == "tcp":
+        return "lcl:tcp"
+    return "rmt:tcp" if latency == DIRECT else f"rmt+{latency}:tcp"
+
+
+def split_sqlstrat(value: str) -> tuple[str, str]:
+    query, strategy = value.split(":")
+    return query, strategy
+
+
+def network_path(transport: str, latency: str, pg: str) -> NetworkPath | None:
+    """The path a case's client crosses: the remote server's (direct or through its link), the
+    local server's loopback TCP (probed for lcl:tcp's round trip), none over the unix socket."""
+    if transport == "remote":
+        return NetworkPath(pg, REMOTE_ROLE, latency)
+    if transport == "tcp":
+        return NetworkPath(pg, LOCAL_ROLE, DIRECT)
+    return None
+
+
+# -- dimensions, parameters, presets ----------------------------------------------------------------
+DIMENSIONS = {
+    "interface": Dimension("interface", "client interface (seed 003's interfaces; psycopg is beyond the seed)",
+                           INTERFACES),
+    "method": Dimension("method", "fetch method (seed's alternateclientcopy): normal = acc-n; single-row "
+                        "(libpq) or cursor (ODBC, JDBC, psycopg; --fetch rows per fetch) = acc-a; copy = acc-y",
+                        METHODS),
+    "transport": Dimension("transport", "seed's conninfos: unix = lcl:ipc (unix socket), tcp = lcl:tcp "
+                           "(loopback), remote = rmt:tcp (a second server over TCP, through --latency links)",
+                           TRANSPORTS),
+    "sqlstrat": Dimension("sqlstrat", "seed's sqlstratiter: query (sql001 = 1 row by id, --iterations times; "
+                          "sql50k = all of t50k; sql10m = all of t10m) and connection strategy (each = "
+                          "connect per query, once = connect once)", SQLSTRATS),
+    "output": Dimension("output", "seed's printfracdest: p-none:null (fetch, do not print), p-all:null "
+                        "(print every row to /dev/null), p-all:file (print every row to a file)", OUTPUTS),
+    "latency": LATENCY,
+    "pg": PG,
+}
+PARAMETERS = {
+    "iterations": Parameter("iterations", "how many times sql001 runs per measurement (seed: 50k)", parse_rows(1)),
+    "t50k_rows": Parameter("t50k_rows", f"rows of t50k (seed: 50k; at least {SEED_ID}, the row sql001 reads)",
+                           parse_rows(SEED_ID)),
+    "t10m_rows": Parameter("t10m_rows", "rows of t10m (seed: 10M)", parse_rows(1)),
+    "each_transports": Parameter("each_transports", "transports over which connect-per-query (--sqlstrat ...:each) "
+                                 "runs, e.g. tcp; connect once runs over every --transport (default: each too)",
+                                 parse_among("transports", TRANSPORTS)),
+    "each_methods": Parameter("each_methods", "methods with which connect-per-query runs, e.g. normal (what a "
+                              "connection costs does not depend on the fetch method); default: every --method",
+                              parse_among("methods", METHODS)),
+    "fetch": Parameter("fetch", "rows per fetch of the cursor method", parse_positive("rows"), 1000),
+    "jvm_options": Parameter("jvm_options", "JVM options of the JDBC client, as --jvm-options='...' (default: "
+                             "the serial collector, one thread as the client is, and a small initial heap, so "
+                             "that its resident set follows what the driver holds)", parse_jvm_options,
+                             DEFAULT_JVM_OPTIONS),
+    "timeout": Parameter("timeout", "seconds one client run may take before it is killed",
+                         parse_positive("seconds"), 3600),
+    "bandwidth": BANDWIDTH,
+}
+# quick: every client and method over the three transports connecting once (the rankings), and each
+# client's normal method connecting per query over TCP, where the four clients meet (the seed's point:
+# the ratio each/once; a connection's cost does not depend on the fetch method). The clients' process
+# starts (the JVM's, the interpreter's) are most of its time: the fewest cases that keep that shape.
+PRESETS = {
+    "quick": Preset("quick", "sql001 x 20 connecting once over every transport, per query (normal method) over "
+                    "tcp; t50k 5k rows; p-all:file; 6 rounds, 34 cases (demo, tests)", 6,
+                    {"iterations": 20, "t50k_rows": 5000, "t10m_rows": 50_000, "each_transports": "tcp",
+                     "each_methods": "normal"},
+                    {"sqlstrat": ("sql001:each", "sql001:once"), "output": ("p-all:file",)}),
+    "standard": Preset("standard", "sql001 x 1000, t50k 50k rows, t10m 1M rows; p-all:file; 3 rounds "
+                       "(about half an hour)", 3,
+                       {"iterations": 1000, "t50k_rows": 50_000, "t10m_rows": 1_000_000},
+                       {"output": ("p-all:file",)}),
+    "paper": Preset("paper", "the seed: sql001 x 50k, t50k 50k rows, t10m 10M rows, every output; "
+                    "9 rounds (the seed's group size)", 9,
+                    {"iterations": 50_000, "t50k_rows": 50_000, "t10m_rows": 10_000_000}),
+}
+EACH_ONLY = {"transport": "each_transports", "method": "each_methods"}   # dimension -> the parameter limiting it
+DEFAULT_DIMS = {"interface": INTERFACES, "method": METHODS, "transport": TRANSPORTS, "sqlstrat": SQLSTRATS,
+                "output": OUTPUTS, "latency": (DIRECT,), "pg": ("15",)}
+
+
+def excluded(d: dict[str, str], requested_latencies, each_only: dict[str, str]) -> bool:
+    """The seed's exclusions, where links apply, and where connect-per-query runs (each_only:
+    dimension -> the values it is limited to, 'tcp,remote')."""
+    if d["method"] not in METHODS_OF[d["interface"]]:
+        return True
+    if d["transport"] == "unix" and not CLIENTS[d["interface"]].unix_socket:
+        return True                  # pgjdbc has no unix sockets (the seed had no JDBC lcl:ipc)
+    if d["sqlstrat"].endswith(":each") and any(d[dim] not in values.split(",") for dim, values in each_only.items()):
+        return True
+    if d["transport"] == "remote":
+        return d["latency"] not in requested_latencies
+    return d["latency"] != DIRECT    # local paths never cross a link
+
+
+# -- metrics ----------------------------------------------------------------------------------------
+# What the kernel accounts for the measured command (tools/spawn.py): the same for every tool.
+PROCESS = (
+    Metric("duration_ms", "ms", "lower", "wall time of the command from fork to exit, process start included (the "
+           "JVM's, the interpreter's): the seed's duration"),
+    Metric("cpu_user_ms", "ms", "lower", "CPU time of the command in user mode, every thread (os.wait4)"),
+    Metric("cpu_sys_ms", "ms", "lower", "CPU time of the command in the kernel, every thread (os.wait4)"),
+    Metric("cpu_ms", "ms", "lower", "cpu_user_ms + cpu_sys_ms"),
+    Metric("peak_rss_mib", "MiB", "lower", "largest resident set of the command (ru_maxrss)"),
+)
+# What a native client prints (clients/CONTRACT.md), its seconds as milliseconds.
+CLIENT = (
+    Metric("connect_ms", "ms", "lower", "the client's clock: connection set-up, summed over its connections"),
+    Metric("exec_ms", "ms", "lower", "the client's clock: from sending the query to the first result (the whole "
+           "transfer where the driver receives the result first: normal methods)"),
+    Metric("fetch_ms", "ms", "lower", "the client's clock: reading, rendering, hashing and printing the rows"),
+    Metric("total_ms", "ms", "lower", "the client's clock: from before its first connection to its output closed"),
+    Metric("rows", "rows", "none", "rows read, over every iteration"),
+    Metric("bytes", "bytes", "none", "bytes of row data read as COPY text, over every iteration"),
+    Metric("iterations", "1", "none", "times the query ran (-n)"),
+    Metric("checksum", "text", "none", "sum of the FNV-1a 64 of every row read (hex), checked against psql's COPY"),
+    Metric("mode", "text", "none", "the client's fetch mode (-m), or the reference tool"),
+    Metric("version", "text", "none", "the client's driver and its version"),
+)
+METRICS = catalogue(
+    *PROCESS, *CLIENT,
+    Metric("startup_ms", "ms", "lower", "duration_ms - total_ms: process start and exit outside the client's clock"),
+    Metric("rows_per_s", "rows/s", "higher", "rows over the client's total"),
+    Metric("mb_per_s", "MB/s", "higher", "10^6 bytes of COPY text over the client's total"),
+    Metric("ms_per_iteration", "ms", "lower", "the client's total per run of the query"),
+)
+PRIMARY_METRIC = "duration_ms"
+
+
+def process_figures(run) -> dict:
+    """PROCESS of a measured run (tools.spawn.Measured or clients.ClientRun)."""
+    return {"duration_ms": run.wall_s * 1000, "cpu_user_ms": run.user_s * 1000, "cpu_sys_ms": run.sys_s * 1000,
+            "cpu_ms": (run.user_s + run.sys_s) * 1000, "peak_rss_mib": run.peak_rss_kib / 1024}
+
+
+def client_times(output: dict) -> dict:
+    """The contract's connect_s, exec_s, fetch_s and total_s as milliseconds."""
+    return {f"{k}_ms": output[f"{k}_s"] * 1000 for k in ("connect", "exec", "fetch", "total")}

@@ -1,0 +1,134 @@
+"""interfaces-fidelity's tables and chart, read from the result model: each client's wall time
+over the reference tool's (paired by round), and what each process cost."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import NamedTuple
+
+from ...report import Plot, Point, Table
+from ...results.model import CaseResult, StudyResult
+from ...stats import Summary, ratio_summary
+from .spec import REFERENCE_TOOL, TARGET, TOOLS, TRANSPORTS, WORKLOADS, verdict
+
+
+class Key(NamedTuple):
+    pg: str
+    workload: str
+    transport: str
+    tool: str
+
+    @classmethod
+    def of(cls, case: CaseResult) -> "Key":
+        return cls(case["pg"], case["workload"], case["transport"], case["tool"])
+
+    def order(self) -> tuple:
+        return (int(self.pg), WORKLOADS.index(self.workload), TRANSPORTS.index(self.transport),
+                TOOLS.index(self.tool))
+
+    @property
+    def reference(self) -> "Key":
+        return self._replace(tool="reference")
+
+
+class Pair(NamedTuple):
+    """A client's case beside its reference's, and the ratio of their durations."""
+    key: Key
+    client: CaseResult
+    reference: CaseResult
+    ratio: Summary
+
+
+def measured(result: StudyResult) -> list[tuple[Key, CaseResult]]:
+    return sorted(((Key.of(c), c) for c in result.cases if c.ok), key=lambda kc: kc[0].order())
+
+
+def pairs(result: StudyResult) -> list[Pair]:
+    """Every client case whose reference was measured, with its duration ratio paired by round."""
+    cases = measured(result)
+    by_key = dict(cases)
+    out = []
+    for key, c in cases:
+        ref = by_key.get(key.reference)
+        if key.tool == "reference" or ref is None:
+            continue
+        r = ratio_summary(c.values("duration_ms"), ref.values("duration_ms"))
+        if r is not None:
+            out.append(Pair(key, c, ref, r))
+    return out
+
+
+def _seconds(c: CaseResult, metric: str) -> float | None:
+    m = c.median(metric)
+    return m / 1000 if m is not None else None
+
+
+def tables(result: StudyResult) -> list[Table]:
+    out = [_ratio_table(pairs(result)), _process_table(measured(result))]
+    return [t for t in out if t is not None]
+
+
+def _ratio_table(found: list[Pair]) -> Table | None:
+    rows = []
+    for key, client, ref, r in found:
+        w = ratio_summary(client.values("work_ms"), ref.values("work_ms")) if key.workload == "loop" else None
+        rows.append([key.pg, key.workload, key.transport, key.tool, _mode(client), REFERENCE_TOOL[key.workload],
+                     _seconds(ref, "duration_ms"), _seconds(client, "duration_ms"), r.median, r.ci_text,
+                     w.median if w else None, w.ci_text if w else None, verdict(key.tool, r)])
+    if not rows:
+        return None
+    notes = ["Ratio: the client's wall time over the reference tool's (both from fork to exit, os.wait4), "
+             "paired by round. Work only (loop): without connection and process start (the client's total "
+             "minus connect; pgbench's transactions / tps).",
+             f"Target: libpq at most {TARGET - 1:.0%} slower than the reference (ratio <= {TARGET}); "
+             "'met' when the whole 95% interval is at or below it, 'missed' when it is wholly above, "
+             "'undecided' when it spans it (more rounds, a quieter machine). Other clients: findings.",
+             "copy: ODBC has no COPY, it runs its normal fetch. The clients checksum every byte (their "
+             "contract, FNV-1a, about 1 ns per byte of CPU), the reference tools do not: "
+             "libpq-nochecksum is pgpb_libpq built without that loop (not a contract client; its rows "
+             "and bytes are still checked), so that libpq's ratio splits into the client's driver use "
+             "and the checksum's cost."]
+    return Table("Fidelity: each client against the reference tool (same server, table, transport, round)",
+                 ["PG", "Workload", "Transport", "Client", "Mode", "Reference", "Reference s", "Client s", "Ratio",
+                  "95% CI", "Work ratio", "Work 95% CI", "Target"], rows, notes, align_left=6,
+                 detail=(0, 4, 5, 6, 7, 10, 11))
+
+
+def _mode(c: CaseResult) -> str:
+    return next(iter(c.raw("mode").values()), "")
+
+
+def _process_table(cases: list[tuple[Key, CaseResult]]) -> Table | None:
+    by_key = dict(cases)
+    rows = []
+    for key, c in cases:
+        ref = by_key.get(key.reference)
+        extra = None
+        if key.workload == "copy" and key.tool != "reference" and ref and c.median("bytes") and ref.median("cpu_ms"):
+            extra = (c.median("cpu_ms") - ref.median("cpu_ms")) / 1000 / c.median("bytes") * 1e9
+        rows.append([key.pg, key.workload, key.transport,
+                     key.tool if key.tool != "reference" else REFERENCE_TOOL[key.workload], _mode(c),
+                     _seconds(c, "duration_ms"), _seconds(c, "cpu_user_ms"), _seconds(c, "cpu_sys_ms"), extra,
+                     c.median("peak_rss_mib"), len(c.values("duration_ms"))])
+    if not rows:
+        return None
+    return Table("Fidelity: wall time, CPU and peak memory of each process (medians)",
+                 ["PG", "Workload", "Transport", "Tool", "Mode", "Wall s", "CPU user s", "CPU sys s",
+                  "Extra CPU ns/byte", "Peak RSS MiB", "n"], rows,
+                 ["Extra CPU: the client's CPU time beyond the reference tool's, per byte "
+                  "of row data it received; for libpq's COPY it is the contract's checksum (FNV-1a, "
+                  "about 1 ns per byte), the one piece of work psql does not do. On an idle machine it "
+                  "overlaps with the server's work on the other core; on a busy one it adds to the "
+                  "wall time."], align_left=5, detail=(0, 4, 10))
+
+
+def plots(result: StudyResult) -> list[Plot]:
+    points: dict[str, list[Point]] = defaultdict(list)
+    for key, _, _, r in pairs(result):
+        points[f"{key.workload} · {key.transport}"].append(Point(key.tool, r.median, r.ci_low, r.ci_high))
+    if not points:
+        return []
+    return [Plot("Client wall time over the reference tool's (psql COPY, pgbench)", "Client",
+                 "Ratio client / reference", "bar", dict(points), ref_y=1.0,
+                 notes=[f"Target for libpq: at most {TARGET}. Error bars: 95% CI of the paired ratio."])]
+
