@@ -6,7 +6,8 @@ from datetime import datetime, timezone
 import pytest
 
 from pgpathbench.report import Plot, Point, Table
-from pgpathbench.report import html, svg
+from pgpathbench.report import html
+from pgpathbench.report import svg as svg_module
 from pgpathbench.report.assemble import StudySection
 from pgpathbench.results.model import RunResult
 
@@ -22,7 +23,7 @@ def bar_plot(log_y=False) -> Plot:
 
 
 def test_bar_chart_has_one_bar_per_point_error_bars_and_labels():
-    svg = svg.svg_plot(bar_plot())
+    svg = svg_module.svg_plot(bar_plot())
     assert svg.startswith("<svg") and svg.endswith("</svg>")
     assert svg.count('class="bar"') == 5
     assert svg.count('class="errorbar"') == 4
@@ -37,7 +38,7 @@ def test_bar_chart_has_one_bar_per_point_error_bars_and_labels():
 
 
 def test_log_axis_ticks_are_decades_and_said():
-    svg = svg.svg_plot(bar_plot(log_y=True))
+    svg = svg_module.svg_plot(bar_plot(log_y=True))
     ticks = re.findall(r'text-anchor="end">([^<]*)<', svg)
     assert ticks == ["100", "1,000", "10,000", "100,000"]
     assert "(log scale)" in svg
@@ -48,7 +49,7 @@ def test_line_chart_with_numeric_x():
         "RO · 1 client": [Point(0.02, 4000, 3000, 6000), Point(2.4, 80, 76, 80.5), Point(5.5, 34, 33, 35)],
         "RW · 1 client": [Point(0.02, 800, 700, 1100), Point(2.4, 35, 33, 36), Point(5.5, 15, 15, 15.5)],
     }, log_y=True)
-    svg = svg.svg_plot(plot)
+    svg = svg_module.svg_plot(plot)
     assert svg.count("<polyline") == 2
     assert svg.count('class="point"') == 6 and svg.count('class="errorbar"') == 6
     x_ticks = re.findall(r'y="[^"]*" text-anchor="middle">([0-9.,]+)<', svg)
@@ -60,7 +61,7 @@ def test_categorical_scatter_with_reference_line():
     plot = Plot("Ratio B / A", "case", "Ratio of tps, B / A", "scatter",
                 {"tps": [Point("ro:local:1", 1.02, 0.97, 1.08), Point("ro:fdw_local:1", 0.8, 0.7, 0.9)]},
                 log_y=True, ref_y=1.0)
-    svg = svg.svg_plot(plot)
+    svg = svg_module.svg_plot(plot)
     assert svg.count('class="point"') == 2 and svg.count('class="errorbar"') == 2
     assert svg.count('class="ref"') == 1 and 'class="bar"' not in svg
 
@@ -72,15 +73,15 @@ def test_categorical_scatter_with_reference_line():
     (5, 5, [4.4, 4.6, 4.8, 5.0, 5.2, 5.4, 5.6]),  # one value: +-10%, then step 1/5 -> 0.2
 ])
 def test_linear_ticks(lo, hi, ticks):
-    assert svg.linear_ticks(lo, hi) == pytest.approx(ticks)
+    assert svg_module.linear_ticks(lo, hi) == pytest.approx(ticks)
 
 
 def test_log_ticks_and_tick_text():
-    assert svg.log_ticks(13, 45000)[0] == [10, 100, 1000, 10000, 100000]
-    majors, minors = svg.log_ticks(0.3, 8)                # two decades: 2 and 5 labelled too
+    assert svg_module.log_ticks(13, 45000)[0] == [10, 100, 1000, 10000, 100000]
+    majors, minors = svg_module.log_ticks(0.3, 8)                # two decades: 2 and 5 labelled too
     assert majors == pytest.approx([0.1, 0.2, 0.5, 1, 2, 5, 10])
-    assert [svg.tick_text(v) for v in (0.01, 0.5, 1000, 100000)] == ["0.01", "0.5", "1,000", "100,000"]
-    assert [svg.tick_text(v, 2.5) for v in (0, 2.5, 7.5)] == ["0", "2.5", "7.5"]
+    assert [svg_module.tick_text(v) for v in (0.01, 0.5, 1000, 100000)] == ["0.01", "0.5", "1,000", "100,000"]
+    assert [svg_module.tick_text(v, 2.5) for v in (0, 2.5, 7.5)] == ["0", "2.5", "7.5"]
 
 
 def test_table_html_escapes_and_aligns():
