@@ -46,7 +46,7 @@ def main() -> int:
     print(f"run {run.run_id} ({args.preset}: t10m {facts['rows']:,} rows = {facts['copy_bytes'] / 1e6:.0f} MB "
           f"of COPY text, loop x {facts['iterations']:,}), {wall:.0f} s")
     ok = True
-    for key, client, _, r in pairs(run.study(STUDY)):
+    for key, client, _, r in pairs(run.study):
         said = verdict(key.tool, r)
         if key.tool == "libpq" and said != "met":
             ok = False

@@ -137,8 +137,8 @@ def cmd_compare(args, out: Console, err: Console) -> int:
                         "compare runs made alike, or pass --force to compare anyway")
     if differences:
         print(f"pgpathbench: warning: the runs' environments differ: {'; '.join(differences)}", file=sys.stderr)
-    if not any(c.measurements and (b := run_b.study(c.study)) and (o := b.case(c.case_id)) and o.measurements
-               for c in run_a.cases):
+    if not any(c.measurements and (o := run_b.study.case(c.case_id)) and o.measurements
+               for c in run_a.cases if run_a.study_name == run_b.study_name):
         raise UserError(f"compare: {run_a.run_id} and {run_b.run_id} share no case (same study and case "
                         "id); compare runs of the same study and dimensions")
     if target is not None or args.format in ("html", "markdown"):

@@ -95,39 +95,38 @@ def environment_differences(run_a: RunResult | Mapping, run_b: RunResult | Mappi
 
 def compare(run_a: RunResult, run_b: RunResult, studies: Mapping[str, object],
             differences: Sequence[str] = ()) -> tuple[list[Table], list[Plot]]:
-    """Per study both runs have: one table row per shared case, and a chart of the ratios."""
+    """Runs of the same study: one table row per shared case, and a chart of the ratios."""
     tables, plots = [], []
-    for result_a in run_a.studies:
-        result_b = run_b.study(result_a.name)
-        if result_b is None:
-            continue
-        shared = [c for c in result_a.measured() if (other := result_b.case(c.case_id)) and other.measurements]
-        if not shared:
-            continue
-        study = studies.get(result_a.name)
-        metric = study.metrics[study.primary_metric] if study else None
-        if metric is None:
-            tables.append(Table(f"{result_a.name}: nothing to compare", ["case"], [[c.case_id] for c in shared],
-                                [f"The study {result_a.name} declares no primary metric."]))
-            continue
-        rows, points = [], []
-        for case_a in shared:
-            row, point = _compare_case(case_a, result_b.case(case_a.case_id), metric)
-            rows.append(row)
-            if point:
-                points.append(point)
-        ids_a = {c.case_id for c in result_a.measured()}
-        ids_b = {c.case_id for c in result_b.measured()}
-        tables.append(Table(f"{result_a.name}: {metric.name}, B / A per case",
-                            ["Case", "n A", "n B", "Median A", "Median B", "Ratio B/A", "95% CI", "Differs from 1",
-                             "B vs A"], rows, _notes(run_a, run_b, metric, len(ids_a - ids_b), len(ids_b - ids_a),
-                                                     differences)))
-        if points:
-            plots.append(Plot(f"{result_a.name}: {metric.name} ratio B / A per case", "case",
-                              f"Ratio of {metric.name}, B / A", "scatter", {f"{metric.name} B / A": points},
-                              log_y=True, ref_y=1.0,
-                              notes=["Points: Hodges-Lehmann estimate; error bars: 95% Moses interval. "
-                                     "The dashed line is 1 (no difference)."]))
+    result_a, result_b = run_a.study, run_b.study
+    if result_a.name != result_b.name:
+        return tables, plots
+    shared = [c for c in result_a.measured() if (other := result_b.case(c.case_id)) and other.measurements]
+    if not shared:
+        return tables, plots
+    study = studies.get(result_a.name)
+    metric = study.metrics[study.primary_metric] if study else None
+    if metric is None:
+        tables.append(Table(f"{result_a.name}: nothing to compare", ["case"], [[c.case_id] for c in shared],
+                            [f"The study {result_a.name} declares no primary metric."]))
+        return tables, plots
+    rows, points = [], []
+    for case_a in shared:
+        row, point = _compare_case(case_a, result_b.case(case_a.case_id), metric)
+        rows.append(row)
+        if point:
+            points.append(point)
+    ids_a = {c.case_id for c in result_a.measured()}
+    ids_b = {c.case_id for c in result_b.measured()}
+    tables.append(Table(f"{result_a.name}: {metric.name}, B / A per case",
+                        ["Case", "n A", "n B", "Median A", "Median B", "Ratio B/A", "95% CI", "Differs from 1",
+                         "B vs A"], rows, _notes(run_a, run_b, metric, len(ids_a - ids_b), len(ids_b - ids_a),
+                                                 differences)))
+    if points:
+        plots.append(Plot(f"{result_a.name}: {metric.name} ratio B / A per case", "case",
+                          f"Ratio of {metric.name}, B / A", "scatter", {f"{metric.name} B / A": points},
+                          log_y=True, ref_y=1.0,
+                          notes=["Points: Hodges-Lehmann estimate; error bars: 95% Moses interval. "
+                                 "The dashed line is 1 (no difference)."]))
     return tables, plots
 
 

@@ -96,7 +96,7 @@ class Runner:
         self.binaries(options)  # a missing or unfetchable version fails before anything is written
         run_id = new_run_id()
         seed = secrets.randbits(31) if seed is None else seed
-        self.store.create_run(run_id, [options.study], options.preset,
+        self.store.create_run(run_id, options.study, options.preset,
                               {"studies": [options.to_json()], "pg_bindir": str(self.bins.bindir),
                                "model_version": MODEL_VERSION}, seed)
         self.progress.log(f"run {run_id}: {options.study}, preset {options.preset}, "
@@ -111,7 +111,8 @@ class Runner:
         if run["status"] == "running" and run["pid"] and pid_alive(run["pid"]):
             raise UserError(f"--resume: run {run['run_id']} is still running (pid {run['pid']}); "
                             "wait for it or stop it first")
-        options = StudyOptions.from_json(run["options"]["studies"][0])
+        (study_options,) = run["options"]["studies"]   # a run holds one study
+        options = StudyOptions.from_json(study_options)
         failed, stored = self.store.failed_count(run["run_id"])
         planned = len(get_study(options.study).cases(options)) * options.repeat
         if run["status"] == "finished" and not failed and stored >= planned:

@@ -222,7 +222,7 @@ def test_the_seeds_analysis_covers_the_runs_cases(quick):
     """report.py's groups and normalised durations (the seed's testresults, ifmeth_cat_results and
     loccomm_cat_results) against the run's cases and a computation from the exported measurements."""
     _, rep, _ = quick
-    result = RunResult.from_export(rep).study("interfaces")
+    result = RunResult.from_export(rep).study
     groups = seed_groups(result)
     assert len(groups) == 120 and {g.case.case_id for g in groups} == {m["case_id"] for m in rep["measurements"]}
     assert sum(g.grpsz for g in groups) == 120 * ROUNDS and all(g.grpsz == ROUNDS for g in groups)

@@ -13,7 +13,7 @@ def study_plots(measurements, probes):
     """The study's plots of a run made of these measurements and link probes."""
     run = RunResult.from_rows({"run_id": "r1", "studies": ["fdw-overhead"]}, [], measurements,
                               [{"session": 1, "round_trips": 100, **p} for p in probes])
-    return STUDY.plots(run.study("fdw-overhead"))
+    return STUDY.plots(run.study)
 
 
 def measurements(latencies=("0ms",)):

@@ -336,7 +336,7 @@ def study_result(measurements, facts):
     """The result model of a run of this study (model version 2: set-up facts per major and study)."""
     run = {"run_id": "r1", "studies": [STUDY.name], "options": {"model_version": 2},
            "environment": {"sessions": [{"version": 2, "setup": {"15": {STUDY.name: facts}}}]}}
-    return RunResult.from_rows(run, [], measurements, []).study(STUDY.name)
+    return RunResult.from_rows(run, [], measurements, []).study
 
 
 def test_report_slowdowns_paired_by_round_and_the_seeds_comparison():

@@ -289,7 +289,7 @@ def measurement(interface, method, transport, sqlstrat, round_no, duration_s, it
 def result_of(measurements):
     """The result model of a run holding these measurements (model version 2: milliseconds)."""
     run = {"run_id": "r", "studies": ["interfaces"], "options": {"model_version": 2}}
-    return RunResult.from_rows(run, [], measurements, []).study("interfaces")
+    return RunResult.from_rows(run, [], measurements, []).study
 
 
 def test_groups_carry_the_seeds_labels():
@@ -338,10 +338,12 @@ def test_location_ranking_partitions_by_interface_and_method():
 
 def test_failed_and_other_studies_measurements_are_left_out():
     ms = [measurement("libpq", "copy", "unix", "sql10m:once", 1, 1.0),
-          measurement("libpq", "copy", "unix", "sql10m:once", 2, 9.0, ok=False),
-          measurement("libpq", "copy", "unix", "sql10m:once", 3, 9.0, study="fdw-overhead")]
+          measurement("libpq", "copy", "unix", "sql10m:once", 2, 9.0, ok=False)]
     (g,) = seed_groups(result_of(ms))
     assert (g.grpsz, g.duration) == (1, 1.0)
+    # A run holds one study: another study's measurement never reaches the analysis.
+    with pytest.raises(ValueError, match="holds a measurement of fdw-overhead"):
+        result_of(ms + [measurement("libpq", "copy", "unix", "sql10m:once", 3, 9.0, study="fdw-overhead")])
 
 
 # -- the metric catalogues -----------------------------------------------------------------------

@@ -36,7 +36,7 @@ def build():
 
 def test_cases_keep_their_planned_order_and_rounds_are_sorted():
     run = build()
-    (study,) = run.studies
+    study = run.study
     assert [c.case_id for c in study.cases] == ["b", "a", "never"]
     a = study.case("a")
     assert [x.round for x in a.measurements] == [1, 2, 3] and a.values("t_ms") == {1: 10.0, 2: 12.0, 3: 11.0}
@@ -47,11 +47,11 @@ def test_cases_keep_their_planned_order_and_rounds_are_sorted():
 
 def test_summary_failures_and_outliers():
     run = build()
-    b = run.study("s").case("b")
+    b = run.study.case("b")
     assert [f.error for f in b.failures] == ["boom"] and len(b.ok) == 4
     s = b.summary("t_ms")
     assert s.n == 4 and s.median == 5.0 and s.outliers == 1 and s.max == 500.0
-    assert run.counts() == (7, 1) and run.study("s").case("never").summary("t_ms") is None
+    assert run.counts() == (7, 1) and run.study.case("never").summary("t_ms") is None
 
 
 def test_measured_round_trip_of_each_path():
@@ -78,7 +78,7 @@ def test_runs_of_version_one_read_durations_in_milliseconds():
         {"connect_ms": 500.0, "mb_per_s": 3.0, "latency_ms": 2.0, "ok_s": True}
     v1 = {**RUN, "options": {**RUN["options"], "model_version": 1}}
     run = RunResult.from_rows(v1, [], [{**m("a", 1), "metrics": {"total_s": 1.5}}], [])
-    assert run.study("s").case("a").values("total_ms") == {1: 1500.0}
+    assert run.study.case("a").values("total_ms") == {1: 1500.0}
 
 
 def test_an_export_rebuilds_the_same_cases():
@@ -87,7 +87,7 @@ def test_an_export_rebuilds_the_same_cases():
     import json
     again = RunResult.from_export(json.loads(export.to_json(run)))
     assert [c.case_id for c in again.cases] == ["b", "a"]
-    assert again.study("s").case("a").values("t_ms") == run.study("s").case("a").values("t_ms")
+    assert again.study.case("a").values("t_ms") == run.study.case("a").values("t_ms")
     with pytest.raises(KeyError):
         RunResult.from_export({})
 

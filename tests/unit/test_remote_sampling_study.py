@@ -68,7 +68,7 @@ def measurement(round_no, access, method, fraction, ms, rows="10k", latency="0ms
 def study_result(measurements):
     """The result model of a run holding these measurements (as an export would carry them)."""
     run = {"run_id": "r1", "studies": [STUDY.name], "options": {"model_version": 2}}
-    return RunResult.from_rows(run, [], measurements, []).study(STUDY.name)
+    return RunResult.from_rows(run, [], measurements, []).study
 
 
 def test_per_row_transfer_cost_is_fitted_from_fdw_minus_direct():
@@ -102,7 +102,7 @@ def test_every_metric_a_measurement_carries_is_declared():
     # The earlier version's stored quick run carries every key measure() writes, for both tests and
     # both accesses (its durations read as *_ms, as today's measure() writes them).
     run = golden_run()
-    written = {k for c in run.study(STUDY.name).cases for m in c.ok for k in m.metrics}
+    written = {k for c in run.study.cases for m in c.ok for k in m.metrics}
     assert written == set(STUDY.metrics)
     assert STUDY.metrics[STUDY.primary_metric].better == "lower" and STUDY.metrics["duration_ms"].unit == "ms"
     texts = {"remote_sql", "remote_view_sql", "local_filter"}
@@ -164,7 +164,7 @@ def test_a_cost_without_enough_points_says_so_and_why():
 
 def test_terminal_tables_fit_120_columns():
     # The golden run (3 rounds: every interval carries its coverage) rendered as a terminal shows it.
-    for table in STUDY.report(golden_run().study(STUDY.name)):
+    for table in STUDY.report(golden_run().study):
         table = dataclasses.replace(table, notes=[])
         lines = []
         for width in (120, 1000):

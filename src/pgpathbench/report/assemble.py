@@ -27,7 +27,7 @@ def run_table(run: RunResult) -> Table:
     version = ", ".join(sorted({str(v.get("version", "—")).split(" on ")[0] for v in env.servers.values()})) or "—"
     m = env.machine
     ok, failed = run.counts()
-    rows = [["run", run.run_id], ["studies", ", ".join(run.study_names)], ["preset", run.preset],
+    rows = [["run", run.run_id], ["study", run.study_name], ["preset", run.preset],
             ["status", run.status], ["started", str(run.started_at)[:19]],
             ["measurements", f"{ok} ok" + (f", {failed} failed" if failed else "")],
             ["server", version], ["client", env.tools.get("pgbench", "—")],
@@ -49,16 +49,16 @@ def failures_table(run: RunResult) -> Table | None:
 def outliers_table(run: RunResult, studies) -> Table | None:
     """Cases whose primary metric has rounds flagged by median absolute deviation."""
     rows = []
-    for result in run.studies:
-        study = studies.get(result.name)
-        metric = study.primary_metric if study else None
-        for c in result.cases if metric else []:
-            by_round = c.values(metric)
-            flagged = [list(by_round)[i] for i in outliers(list(by_round.values()))]
-            if flagged:
-                rows.append([result.name, c.case_id, metric, len(flagged), len(by_round),
-                             format_number(c.median(metric)),
-                             ", ".join(f"round {r}: {format_number(by_round[r])}" for r in flagged)])
+    result = run.study
+    study = studies.get(result.name)
+    metric = study.primary_metric if study else None
+    for c in result.cases if metric else []:
+        by_round = c.values(metric)
+        flagged = [list(by_round)[i] for i in outliers(list(by_round.values()))]
+        if flagged:
+            rows.append([result.name, c.case_id, metric, len(flagged), len(by_round),
+                         format_number(c.median(metric)),
+                         ", ".join(f"round {r}: {format_number(by_round[r])}" for r in flagged)])
     if not rows:
         return None
     return Table("Outlying rounds (primary metric)", ["study", "case", "metric", "outliers", "n", "median", "rounds"],
@@ -66,19 +66,14 @@ def outliers_table(run: RunResult, studies) -> Table | None:
                         "intervals include them: a median resists a few outliers."], align_left=3)
 
 
-def study_sections(run: RunResult, studies) -> list[StudySection]:
-    sections = []
-    for result in run.studies:
-        study = studies[result.name]
-        sections.append(StudySection(result.name, study.title, study.report(result), study.plots(result)))
-    return sections
+def study_section(run: RunResult, studies) -> StudySection:
+    study = studies[run.study_name]
+    return StudySection(run.study_name, study.title, study.report(run.study), study.plots(run.study))
 
 
 def tables(run: RunResult, studies) -> list[Table]:
     """Every table of a run's report, in order: header, studies, shared tables."""
-    out = [run_table(run)]
-    for result in run.studies:
-        out += studies[result.name].report(result)
+    out = [run_table(run), *studies[run.study_name].report(run.study)]
     return out + [t for t in (outliers_table(run, studies), failures_table(run)) if t is not None]
 
 

@@ -267,7 +267,7 @@ def _header(run: RunResult, sections: Sequence[StudySection], prefix: str) -> st
     m = env.machine
     machine = f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, {_gib(m.get('memory_bytes'))}"
     return (f'<header class="page"><h1>pgpathbench report <span class="id">{escape(run.run_id)}</span></h1>'
-            f'<p class="subtitle">{escape(" · ".join(s.title for s in sections) or ", ".join(run.study_names))}</p>'
+            f'<p class="subtitle">{escape(" · ".join(s.title for s in sections) or run.study_name)}</p>'
             + _facts([("status", run.status), ("preset", run.preset), ("started", when(run.started_at)),
                       ("wall time", took), ("measurements", f"{ok} ok" + (f", {failed} failed" if failed else "")),
                       ("server", version), ("machine", machine), ("sessions", len(run.environment.sessions))])

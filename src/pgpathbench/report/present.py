@@ -33,7 +33,7 @@ def html_page(runs: Sequence[RunResult], studies: Mapping) -> str:
     pages = []
     for run in runs:
         shared = [t for t in (assemble.outliers_table(run, studies),) if t is not None]
-        pages.append((run, assemble.study_sections(run, studies), shared))
+        pages.append((run, [assemble.study_section(run, studies)], shared))
     return html.runs_page(pages)
 
 

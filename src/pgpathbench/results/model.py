@@ -150,8 +150,9 @@ class StudyResult:
 
 @dataclass
 class RunResult:
+    """A run holds one study (the store's `studies` column is an array of one, for its history)."""
     run_id: str
-    study_names: list[str]
+    study_name: str
     preset: str | None
     options: dict
     environment: Environment
@@ -162,14 +163,11 @@ class RunResult:
     summary: dict
     probes: list[Probe]
     row: dict                         # the stored run row as read (export writes it unchanged)
-    studies: list[StudyResult] = field(default_factory=list)
-
-    def study(self, name: str) -> StudyResult | None:
-        return next((s for s in self.studies if s.name == name), None)
+    study: StudyResult = field(init=False)   # the run's one study, set by from_rows
 
     @property
     def cases(self) -> list[CaseResult]:
-        return [c for s in self.studies for c in s.cases]
+        return self.study.cases
 
     def counts(self) -> tuple[int, int]:
         """(successful, failed) measurements of the whole run."""
@@ -198,7 +196,7 @@ class RunResult:
         (with study, case_id, dims), link probes. Metrics of older versions are upgraded."""
         from .upgrade import upgrade_metrics
         result = cls(
-            run_id=run["run_id"], study_names=list(run.get("studies") or []), preset=run.get("preset"),
+            run_id=run["run_id"], study_name=_one_study(run), preset=run.get("preset"),
             options=dict(run.get("options") or {}), environment=Environment.from_json(run.get("environment") or {}),
             seed=run.get("seed"), started_at=run.get("started_at"), finished_at=run.get("finished_at"),
             status=run.get("status", "?"), summary=dict(run.get("summary") or {}),
@@ -207,27 +205,34 @@ class RunResult:
                     for p in probes],
             row=dict(run))
         version = int((run.get("options") or {}).get("model_version", 1))
-        by_study: dict[str, dict[str, CaseResult]] = {name: {} for name in result.study_names}
+        cases_by_id: dict[str, CaseResult] = {}
         for i, c in enumerate(cases):
-            by_study.setdefault(c["study"], {})[c["case_id"]] = CaseResult(
-                c["study"], c["case_id"], dict(c["dims"]), c.get("planned_order", i))
+            cases_by_id[c["case_id"]] = CaseResult(c["study"], c["case_id"], dict(c["dims"]), c.get("planned_order", i))
         for m in measurements:
-            study = by_study.setdefault(m["study"], {})
-            case = study.get(m["case_id"])
+            if m["study"] != result.study_name:
+                raise ValueError(f"run {result.run_id} of {result.study_name} holds a measurement of {m['study']}")
+            case = cases_by_id.get(m["case_id"])
             if case is None:   # an export carries no planned cases: the measurements name them
-                case = study[m["case_id"]] = CaseResult(m["study"], m["case_id"], dict(m["dims"]), len(study))
+                case = cases_by_id[m["case_id"]] = CaseResult(m["study"], m["case_id"], dict(m["dims"]),
+                                                              len(cases_by_id))
             case.measurements.append(Measurement(
                 m["round"], m.get("session", 1), m.get("started_at"), bool(m["ok"]), m.get("error"),
                 m.get("duration_s"), upgrade_metrics(m["study"], m.get("metrics") or {}, version),
                 m.get("path"), m.get("attempts") or 1, tuple(m.get("previous_errors") or ())))
-        for name, cases_by_id in by_study.items():
-            ordered = sorted(cases_by_id.values(), key=lambda c: c.planned_order)
-            for c in ordered:
-                c.measurements.sort(key=lambda m: m.round)
-            result.studies.append(StudyResult(name, ordered, result))
+        ordered = sorted(cases_by_id.values(), key=lambda c: c.planned_order)
+        for c in ordered:
+            c.measurements.sort(key=lambda m: m.round)
+        result.study = StudyResult(result.study_name, ordered, result)
         return result
 
     @classmethod
     def from_export(cls, doc: Mapping) -> "RunResult":
         """From `pgpathbench export RUN --format json` (any format_version this code reads)."""
         return cls.from_rows(doc["run"], [], doc.get("measurements", []), doc.get("link_probes", []))
+
+
+def _one_study(run: Mapping) -> str:
+    names = list(run.get("studies") or [])
+    if len(names) != 1:
+        raise ValueError(f"run {run.get('run_id')}: a run holds one study, this one names {names}")
+    return names[0]

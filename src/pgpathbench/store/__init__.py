@@ -106,11 +106,12 @@ class ResultsStore:
         self.close()
 
     # -- writes -----------------------------------------------------------------------------
-    def create_run(self, run_id: str, studies: list[str], preset: str | None, options: dict, seed: int) -> None:
+    def create_run(self, run_id: str, study: str, preset: str | None, options: dict, seed: int) -> None:
+        """A run of one study (the `studies` column is an array of one, as the first schema made it)."""
         self.conn.execute(
             "INSERT INTO pgpathbench.run (run_id, studies, preset, options, seed, pid, host) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            (run_id, studies, preset, Jsonb(options), seed, os.getpid(), socket.gethostname()))
+            (run_id, [study], preset, Jsonb(options), seed, os.getpid(), socket.gethostname()))
 
     def start_session(self, run_id: str, fingerprint: dict) -> int:
         """Record the environment of this start (or resume); returns the session number."""
