@@ -90,6 +90,35 @@ class Setup:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """What a study's spec.py declares, and everything the CLI, the runner and compare read of it."""
+    name: str                                # "fdw-overhead"
+    title: str
+    seeds: tuple[str, ...]
+    required_tools: tuple[str, ...]          # checked before anything is written
+    dimensions: Mapping[str, Dimension]
+    parameters: Mapping[str, Parameter]
+    presets: Mapping[str, Preset]
+    default_dims: Mapping[str, tuple[str, ...]]
+    metrics: Mapping[str, Metric]            # every figure a measurement carries (metrics.py)
+    primary_metric: str                      # the key of `metrics` compare and summaries use
+
+    def __post_init__(self) -> None:
+        if self.primary_metric not in self.metrics:
+            raise ValueError(f"{self.name}: primary metric {self.primary_metric} is not in its catalogue")
+
+
+class Declared:
+    """A study class whose declarations are its spec's Vocabulary (`vocabulary = spec.VOCABULARY`)."""
+    vocabulary: Vocabulary
+
+    def __getattr__(self, attr: str):
+        if attr in Vocabulary.__dataclass_fields__:
+            return getattr(self.vocabulary, attr)
+        raise AttributeError(attr)
+
+
 class Study(Protocol):
     name: str
     title: str

@@ -14,7 +14,7 @@ from ...matrix import Dimension, Parameter, Preset, positive_int
 from ...metrics import catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
-from ..base import BANDWIDTH, LATENCY, PG
+from ..base import Vocabulary, BANDWIDTH, LATENCY, PG
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
 REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
@@ -79,3 +79,10 @@ def network_path(target: str, latency: str, pg: str) -> NetworkPath | None:
     if target == "local":
         return None
     return NetworkPath(pg, SOURCE_ROLE, latency if target in REMOTE_TARGETS else DIRECT)
+
+
+VOCABULARY = Vocabulary(
+    name="fdw-overhead", title="pgbench through a local table vs postgres_fdw",
+    seeds=("000", "001"), required_tools=("initdb", "postgres", "pgbench"),
+    dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
+    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC)

@@ -32,24 +32,15 @@ from ...servers import fdw
 from ...servers.cluster import SUPERUSER, Cluster
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
-from ..base import Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
+from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
 from . import report as study_report, spec
 from .spec import ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 
 SERVER = "source_server"    # the foreign server, in every database with foreign tables
 
 
-class FdwOverhead:
-    name = "fdw-overhead"
-    title = "pgbench through a local table vs postgres_fdw"
-    seeds = ("000", "001")
-    required_tools = ("initdb", "postgres", "pgbench")
-    dimensions = spec.DIMENSIONS
-    parameters = spec.PARAMETERS
-    presets = spec.PRESETS
-    default_dims = spec.DEFAULT_DIMS
-    metrics = spec.METRICS
-    primary_metric = spec.PRIMARY_METRIC
+class FdwOverhead(Declared):
+    vocabulary = spec.VOCABULARY
 
     # -- the matrix -------------------------------------------------------------------------
     def cases(self, options: StudyOptions) -> list[Case]:

@@ -10,7 +10,7 @@ from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
 from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
-from ..base import PG
+from ..base import Vocabulary, PG
 
 LAYOUTS = ("single", "partitioned", "scaleout")
 STORAGES = ("regular", "foreign")
@@ -177,3 +177,10 @@ METRICS = catalogue(
     Metric("mb_per_s_per_core", "MB/s", "higher", "Q1 and Q6 on file_fdw: mb_per_s over scan_cores"),
 )
 PRIMARY_METRIC = "duration_ms"
+
+
+VOCABULARY = Vocabulary(
+    name="file-fdw-tpch", title="TPC-H on regular tables vs file_fdw over the same files, single node vs partitioned",
+    seeds=("002",), required_tools=("initdb", "postgres"),
+    dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
+    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC)

@@ -66,11 +66,10 @@ from ...results.model import StudyResult
 from ...servers.cluster import SUPERUSER, Cluster
 from ...servers.fdw import create_server
 from ...servers.paths import NetworkPath
-from ..base import Setup, StudyEnv, StudyOptions
-from . import report
-from .spec import (CLUSTER_SETTINGS, CORES, DB, DEFAULT_DIMS, DIMENSIONS, DUCKDB_MAX_SCALE, LAYOUTS, METRICS,
-                   PARAMETERS, POSTGRES_FDW_OPTIONS, PRESETS, PRIMARY_METRIC, STORAGES, disk_needed, expand_queries,
-                   layout_settings, scan_cores, schema, search_path, single_tables)
+from ..base import Declared, Setup, StudyEnv, StudyOptions
+from . import report, spec
+from .spec import (CLUSTER_SETTINGS, CORES, DB, DUCKDB_MAX_SCALE, LAYOUTS, POSTGRES_FDW_OPTIONS, STORAGES,
+                   disk_needed, expand_queries, layout_settings, scan_cores, schema, search_path, single_tables)
 
 T = TypeVar("T")
 
@@ -101,17 +100,8 @@ class Shape:
         return [(la, st) for la in self.layouts for st in STORAGES]
 
 
-class FileFdwTpch:
-    name = "file-fdw-tpch"
-    title = "TPC-H on regular tables vs file_fdw over the same files, single node vs partitioned"
-    seeds = ("002",)
-    required_tools = ("initdb", "postgres")
-    dimensions = DIMENSIONS
-    parameters = PARAMETERS
-    presets = PRESETS
-    default_dims = DEFAULT_DIMS
-    metrics = METRICS
-    primary_metric = PRIMARY_METRIC
+class FileFdwTpch(Declared):
+    vocabulary = spec.VOCABULARY
 
     def cases(self, options: StudyOptions) -> list[Case]:
         dims = {**options.dims, "queries": expand_queries(options.dims["queries"])}

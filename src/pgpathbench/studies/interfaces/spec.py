@@ -17,7 +17,7 @@ from ...datasets.seed003 import QUERIES, SEED_ID
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
-from ..base import BANDWIDTH, LATENCY, PG
+from ..base import Vocabulary, BANDWIDTH, LATENCY, PG
 
 INTERFACES = ("libpq", "odbc", "jdbc", "psycopg")
 SEED_IFNAME = {"libpq": "libpq", "odbc": "ODBC", "jdbc": "JDBC", "psycopg": "psycopg"}
@@ -219,3 +219,10 @@ def process_figures(run) -> dict:
 def client_times(output: dict) -> dict:
     """The contract's connect_s, exec_s, fetch_s and total_s as milliseconds."""
     return {f"{k}_ms": output[f"{k}_s"] * 1000 for k in ("connect", "exec", "fetch", "total")}
+
+
+VOCABULARY = Vocabulary(
+    name="interfaces", title="client interfaces and fetch methods (libpq, ODBC, JDBC, psycopg) by transport and strategy",
+    seeds=("003",), required_tools=("initdb", "postgres", "psql"),
+    dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
+    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC)

@@ -42,22 +42,13 @@ from ...results.model import StudyResult
 from ...servers.cluster import Cluster
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools.psql_copy import Reference, copy_reference
-from ..base import Setup, StudyEnv, StudyOptions, latencies_with_direct
+from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct
 from . import report as study_report, spec
 from .spec import LOCAL_ROLE, QUERY_ORDER, REMOTE_ROLE, client_times, process_figures, split_sqlstrat
 
 
-class Interfaces:
-    name = "interfaces"
-    title = "client interfaces and fetch methods (libpq, ODBC, JDBC, psycopg) by transport and strategy"
-    seeds = ("003",)
-    required_tools = ("initdb", "postgres", "psql")
-    dimensions = spec.DIMENSIONS
-    parameters = spec.PARAMETERS
-    presets = spec.PRESETS
-    default_dims = spec.DEFAULT_DIMS
-    metrics = spec.METRICS
-    primary_metric = spec.PRIMARY_METRIC
+class Interfaces(Declared):
+    vocabulary = spec.VOCABULARY
 
     # -- the matrix -------------------------------------------------------------------------
     def cases(self, options: StudyOptions) -> list[Case]:

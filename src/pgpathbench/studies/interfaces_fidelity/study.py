@@ -30,7 +30,7 @@ from ...results.model import StudyResult
 from ...servers.paths import NetworkPath
 from ...tools.psql_copy import copy_reference
 from ...tools.spawn import spawn_measured
-from ..base import Setup, StudyEnv, StudyOptions
+from ..base import Declared, Setup, StudyEnv, StudyOptions
 from ..interfaces.spec import LOCAL_ROLE, client_times, process_figures
 from . import report as study_report, spec
 from .spec import CLIENT_MODE, DIAGNOSTIC, REFERENCE_TOOL
@@ -38,17 +38,8 @@ from .spec import CLIENT_MODE, DIAGNOSTIC, REFERENCE_TOOL
 T50K_ROWS = max(SEED_ID, 5000)      # sql001 reads the row 4242 of t50k
 
 
-class InterfacesFidelity:
-    name = "interfaces-fidelity"
-    title = "the native clients against psql COPY and pgbench: are the clients the bottleneck?"
-    seeds = ("003",)
-    required_tools = ("initdb", "postgres", "psql", "pgbench")
-    dimensions = spec.DIMENSIONS
-    parameters = spec.PARAMETERS
-    presets = spec.PRESETS
-    default_dims = spec.DEFAULT_DIMS
-    metrics = spec.METRICS
-    primary_metric = spec.PRIMARY_METRIC
+class InterfacesFidelity(Declared):
+    vocabulary = spec.VOCABULARY
 
     def cases(self, options: StudyOptions) -> list[Case]:
         require_clients([t for t in options.dims["tool"] if t != "reference"], option="--tool")

@@ -12,7 +12,7 @@ import re
 from ... import validate
 from ...matrix import Dimension, Preset
 from ...metrics import Metric, catalogue
-from ..base import BANDWIDTH, LATENCY, PG
+from ..base import Vocabulary, BANDWIDTH, LATENCY, PG
 from ...servers.paths import DIRECT
 
 NA = "-"   # the value of a dimension the case's test does not have
@@ -95,40 +95,38 @@ METRICS = catalogue(
 )
 
 
-class RemoteSamplingSpec:
-    """The declarations of remote-sampling (seed 004), as the Study protocol reads them."""
-    name = "remote-sampling"
-    title = "sampling directly vs through postgres_fdw, and ANALYZE with analyze_sampling"
-    seeds = ("004",)
-    required_tools = ("initdb", "postgres")
-    metrics = METRICS
-    primary_metric = "duration_ms"
-    dimensions = {
-        "test": Dimension("test", "sampling: sample with a query; analyze: ANALYZE", ("sampling", "analyze")),
-        "rows": Dimension("rows", "rows in the sampled table (10k, 1M, 10M, 100M)", parse=parse_rows),
-        "method": Dimension("method", "sampling test: full (transfer all, sample locally), TABLESAMPLE system, "
-                            "bernoulli, or random() < fraction", SAMPLING_METHODS),
-        "fraction": Dimension("fraction", "sampling test: fraction of the table sampled", parse=parse_fraction),
-        "access": Dimension("access", "sampling test: on the source itself, or through postgres_fdw",
-                            ("direct", "fdw")),
-        "analyze_sampling": Dimension("analyze_sampling", "analyze test: ANALYZE the table itself (local), or the "
-                                      "foreign table with this analyze_sampling", ANALYZE_MODES),
-        "stats_target": Dimension("stats_target", "analyze test: default_statistics_target", parse=parse_target),
-        "latency": LATENCY,
-        "pg": PG,
-    }
-    parameters = {"bandwidth": BANDWIDTH}
-    # quick: target 100 samples 30,000 rows of 100k (a sample size within a few percent: TABLESAMPLE
-    # SYSTEM draws whole pages) and all of 10k, as the earlier quick's only sampled point did; the
-    # whole-table targets and fraction 1 (every row, as full) are left to the larger presets.
-    presets = {
-        "quick": Preset("quick", "10k and 100k rows, 3 fractions, target 100, 6 rounds", 6, {},
-                        {"rows": ("10k", "100k"), "fraction": ("0.01", "0.1", "0.5"), "stats_target": ("100",)}),
-        "standard": Preset("standard", "10k and 1M rows, the seed's fractions, targets 100-10000, 5 rounds", 5, {},
-                           {"rows": ("10k", "1M")}),
-        "paper": Preset("paper", "the seed: 10k and 10M rows (100M with --rows, disk checked), 5 rounds", 5, {},
-                        {"rows": ("10k", "10M")}),
-    }
-    default_dims = {"test": ("sampling", "analyze"), "rows": ("10k", "1M"), "method": SAMPLING_METHODS,
-                    "fraction": FRACTIONS_PAPER, "access": ("direct", "fdw"), "analyze_sampling": ANALYZE_MODES,
-                    "stats_target": ("100", "1000", "10000"), "latency": (DIRECT,), "pg": ("17",)}
+DIMENSIONS = {
+    "test": Dimension("test", "sampling: sample with a query; analyze: ANALYZE", ("sampling", "analyze")),
+    "rows": Dimension("rows", "rows in the sampled table (10k, 1M, 10M, 100M)", parse=parse_rows),
+    "method": Dimension("method", "sampling test: full (transfer all, sample locally), TABLESAMPLE system, "
+                        "bernoulli, or random() < fraction", SAMPLING_METHODS),
+    "fraction": Dimension("fraction", "sampling test: fraction of the table sampled", parse=parse_fraction),
+    "access": Dimension("access", "sampling test: on the source itself, or through postgres_fdw",
+                        ("direct", "fdw")),
+    "analyze_sampling": Dimension("analyze_sampling", "analyze test: ANALYZE the table itself (local), or the "
+                                  "foreign table with this analyze_sampling", ANALYZE_MODES),
+    "stats_target": Dimension("stats_target", "analyze test: default_statistics_target", parse=parse_target),
+    "latency": LATENCY,
+    "pg": PG,
+}
+PARAMETERS = {"bandwidth": BANDWIDTH}
+# quick: target 100 samples 30,000 rows of 100k (a sample size within a few percent: TABLESAMPLE
+# SYSTEM draws whole pages) and all of 10k, as the earlier quick's only sampled point did; the
+# whole-table targets and fraction 1 (every row, as full) are left to the larger presets.
+PRESETS = {
+    "quick": Preset("quick", "10k and 100k rows, 3 fractions, target 100, 6 rounds", 6, {},
+                    {"rows": ("10k", "100k"), "fraction": ("0.01", "0.1", "0.5"), "stats_target": ("100",)}),
+    "standard": Preset("standard", "10k and 1M rows, the seed's fractions, targets 100-10000, 5 rounds", 5, {},
+                       {"rows": ("10k", "1M")}),
+    "paper": Preset("paper", "the seed: 10k and 10M rows (100M with --rows, disk checked), 5 rounds", 5, {},
+                    {"rows": ("10k", "10M")}),
+}
+DEFAULT_DIMS = {"test": ("sampling", "analyze"), "rows": ("10k", "1M"), "method": SAMPLING_METHODS,
+                "fraction": FRACTIONS_PAPER, "access": ("direct", "fdw"), "analyze_sampling": ANALYZE_MODES,
+                "stats_target": ("100", "1000", "10000"), "latency": (DIRECT,), "pg": ("17",)}
+
+VOCABULARY = Vocabulary(
+    name="remote-sampling", title="sampling directly vs through postgres_fdw, and ANALYZE with analyze_sampling",
+    seeds=("004",), required_tools=("initdb", "postgres"),
+    dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
+    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric="duration_ms")

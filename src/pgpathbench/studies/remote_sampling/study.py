@@ -37,15 +37,18 @@ from ...servers.cluster import SUPERUSER
 from ...servers.paths import DIRECT, NetworkPath
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ..base import Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
+from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
 from .report import study_plots, study_tables
-from .spec import NA, ROW_BYTES, RemoteSamplingSpec, row_count, table_name, view_name
+from . import spec
+from .spec import NA, ROW_BYTES, row_count, table_name, view_name
 
 SOURCE_DB = "source"
 FDW_SERVER = "source_server"
 
 
-class RemoteSampling(RemoteSamplingSpec):
+class RemoteSampling(Declared):
+    vocabulary = spec.VOCABULARY
+
     # -- the matrix -------------------------------------------------------------------------
     def cases(self, options: StudyOptions) -> list[Case]:
         dims = dict(options.dims)
