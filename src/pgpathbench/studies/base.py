@@ -120,16 +120,9 @@ class Declared:
 
 
 class Study(Protocol):
-    name: str
-    title: str
-    seeds: tuple[str, ...]
-    required_tools: tuple[str, ...]          # checked before anything is written
-    dimensions: Mapping[str, Dimension]
-    parameters: Mapping[str, Parameter]
-    presets: Mapping[str, Preset]
-    default_dims: Mapping[str, tuple[str, ...]]
-    metrics: Mapping[str, Metric]            # every figure a measurement carries (metrics.py)
-    primary_metric: str                      # the key of `metrics` compare and summaries use
+    """A study: its spec's Vocabulary (read as attributes: study.name, study.metrics... see
+    Declared), and what it does."""
+    vocabulary: Vocabulary
 
     def cases(self, options: StudyOptions) -> list[Case]: ...
     def prepare(self, env: StudyEnv) -> Setup: ...
