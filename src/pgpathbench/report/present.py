@@ -78,7 +78,7 @@ def print_studies(studies, fmt: str, out: Console) -> None:
         rows += [[f"metric {m.name}" + (" (primary)" if m.name == s.primary_metric else ""), m.unit,
                   f"{m.better} is better" if m.better != "none" else "", m.meaning] for m in s.metrics.values()]
         render.to_terminal([Table(f"{s.name}: {s.title} (seeds {', '.join(s.seeds)})",
-                                  ["", "values", "default", "meaning"], rows)], out)
+                                  ["", "values", "default", "meaning"], rows, align_left=4)], out)
 
 
 def print_runs(runs: list[dict], fmt: str, out: Console) -> None:
