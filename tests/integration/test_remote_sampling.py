@@ -128,7 +128,10 @@ def test_tables_named_with_capitals_are_sampled_and_analyzed(workspace_root, mon
     for case_id, m in measured.items():
         assert m["rows_table"] == 10_000 and m["duration_ms"] > 0, case_id
         if case_id.startswith("analyze"):
-            assert m["rows_sampled"] == pytest.approx(3000, rel=0.15), (case_id, m)
+            # TABLESAMPLE SYSTEM draws whole pages: 30% of this table's ~330 pages varies by about 8%
+            # (binomial over pages), so 4 sigma is 35%; the row-level methods stay within 15%.
+            slack = 0.35 if case_id.split(":")[5] == "system" else 0.15
+            assert m["rows_sampled"] == pytest.approx(3000, rel=slack), (case_id, m)
             assert set(m) >= {"ndistinct_error", "null_frac_error", "mcv_freq_error", "histogram_error"}, case_id
         elif ":fdw:" in case_id:
             assert m["remote_sql"].startswith('SELECT id, a, b, c, pad FROM public."V_10k_'), m["remote_sql"]
