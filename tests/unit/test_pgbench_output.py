@@ -8,7 +8,8 @@ import pytest
 from pgpathbench.errors import CaseError
 from pgpathbench.references import published_tps_ratio
 from pgpathbench.studies import get
-from pgpathbench.tools.pgbench import TimedRun, parse_output, process_metrics
+from pgpathbench.tools.pgbench import TimedRun, parse_output
+from pgpathbench.tools.spawn import process_figures
 from pgpathbench.tools.spawn import Measured
 
 OUTPUT = """pgbench (15.18 (Debian 15.18-0+deb12u1))
@@ -57,7 +58,7 @@ def test_published_ratio_from_seed_000_means():
 
 def test_every_metric_a_measurement_carries_is_declared():
     measured = Measured(("pgbench",), 0, OUTPUT, "", wall_s=2.05, user_s=0.4, sys_s=0.3, peak_rss_kib=8192)
-    carried = {**parse_output(OUTPUT), **process_metrics(measured)}
+    carried = {**parse_output(OUTPUT), **process_figures(measured, "wall_ms")}
     study = get("fdw-overhead")
     assert set(carried) == set(study.metrics)
     assert study.metrics[study.primary_metric].higher_is_better and study.primary_metric == "tps"

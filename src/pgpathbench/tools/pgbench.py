@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import CaseError
 from ..metrics import Metric
-from .spawn import Measured, spawn_measured
+from .spawn import process_figures, process_metrics, spawn_measured
 
 GRACE_S = 60              # pgbench -T ends on time; past duration + grace it is hung
 APPLICATION_NAME = "pgpathbench"
@@ -60,13 +60,7 @@ FIGURES = (
     Figure(Metric("duration_ms", "ms", "none", "pgbench -T: the run's planned duration"), r"duration: (\d+) s",
            1000),
 )
-PROCESS = (
-    Metric("wall_ms", "ms", "none", "pgbench's wall time from fork to exit (start-up, connections, the run, "
-           "its report)"),
-    Metric("cpu_user_ms", "ms", "none", "CPU time pgbench itself used in user mode (all its threads)"),
-    Metric("cpu_sys_ms", "ms", "none", "CPU time pgbench itself used in the kernel (all its threads)"),
-    Metric("peak_rss_mib", "MiB", "none", "pgbench's largest resident set"),
-)
+PROCESS = process_metrics("wall_ms", "pgbench (start-up, connections, the run, its report)", "none")
 METRICS = (*(f.metric for f in FIGURES), *PROCESS)   # every metric run() returns
 ESSENTIAL = ("tps", "latency_ms", "transactions")
 
@@ -104,7 +98,7 @@ def run(pgbench: Path | str, spec: TimedRun) -> dict:
     if m.returncode != 0:
         lines = [line for line in m.stderr.splitlines() if line.strip()]
         raise CaseError(f"pgbench exit {m.returncode}: {lines[-1] if lines else 'no message'}")
-    return {**parse_output(m.stdout), **process_metrics(m)}
+    return {**parse_output(m.stdout), **process_figures(m, "wall_ms")}
 
 
 def parse_output(stdout: str) -> dict:
@@ -121,12 +115,6 @@ def parse_output(stdout: str) -> dict:
     for counter in ("failures", "retries", "retried"):   # printed only when --max-tries allows retries
         out.setdefault(counter, 0)
     return out
-
-
-def process_metrics(m: Measured) -> dict:
-    """What the kernel accounted for the pgbench process (PROCESS)."""
-    return {"wall_ms": m.wall_s * 1000, "cpu_user_ms": m.user_s * 1000, "cpu_sys_ms": m.sys_s * 1000,
-            "peak_rss_mib": m.peak_rss_kib / 1024}
 
 
 def initialize(pgbench: Path | str, host: str, port: int, user: str, dbname: str, scale: int) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import UserError
+from ..metrics import Metric
 from ..procs import die_with_parent
 
 REPO = Path(__file__).resolve().parents[3]
@@ -133,3 +134,19 @@ def _read_all(fds: list[int | None]) -> list[bytes]:
     return [b"".join(chunks[fd]) if fd is not None else b"" for fd in fds]
 
 
+
+
+def process_metrics(wall: str, program: str, better: str) -> tuple[Metric, ...]:
+    """What the kernel accounts for a measured program, declared once: its wall time (named `wall`
+    by the study: the seed's duration for a client, wall_ms for pgbench), CPU and peak memory."""
+    return (Metric(wall, "ms", better, f"wall time of {program} from fork to exit, process start included"),
+            Metric("cpu_user_ms", "ms", better, f"CPU time of {program} in user mode, every thread (wait4)"),
+            Metric("cpu_sys_ms", "ms", better, f"CPU time of {program} in the kernel, every thread (wait4)"),
+            Metric("cpu_ms", "ms", better, "cpu_user_ms + cpu_sys_ms"),
+            Metric("peak_rss_mib", "MiB", better, f"largest resident set of {program} (ru_maxrss)"))
+
+
+def process_figures(run, wall: str) -> dict:
+    """process_metrics' figures of a finished program (a Measured, or anything with its times)."""
+    return {wall: run.wall_s * 1000, "cpu_user_ms": run.user_s * 1000, "cpu_sys_ms": run.sys_s * 1000,
+            "cpu_ms": (run.user_s + run.sys_s) * 1000, "peak_rss_mib": run.peak_rss_kib / 1024}

@@ -17,6 +17,7 @@ from ...datasets.seed003 import QUERIES, SEED_ID
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
+from ...tools.spawn import process_figures as spawn_figures, process_metrics
 from ..base import Vocabulary, BANDWIDTH, LATENCY, PG
 
 INTERFACES = ("libpq", "odbc", "jdbc", "psycopg")
@@ -178,14 +179,8 @@ def excluded(d: dict[str, str], requested_latencies, each_only: dict[str, str]) 
 
 # -- metrics ----------------------------------------------------------------------------------------
 # What the kernel accounts for the measured command (tools/spawn.py): the same for every tool.
-PROCESS = (
-    Metric("duration_ms", "ms", "lower", "wall time of the command from fork to exit, process start included (the "
-           "JVM's, the interpreter's): the seed's duration"),
-    Metric("cpu_user_ms", "ms", "lower", "CPU time of the command in user mode, every thread (os.wait4)"),
-    Metric("cpu_sys_ms", "ms", "lower", "CPU time of the command in the kernel, every thread (os.wait4)"),
-    Metric("cpu_ms", "ms", "lower", "cpu_user_ms + cpu_sys_ms"),
-    Metric("peak_rss_mib", "MiB", "lower", "largest resident set of the command (ru_maxrss)"),
-)
+PROCESS = process_metrics("duration_ms", "the command (the JVM's, the interpreter's start: the seed's duration)",
+                          "lower")
 # What a native client prints (clients/CONTRACT.md), its seconds as milliseconds.
 CLIENT = (
     Metric("connect_ms", "ms", "lower", "the client's clock: connection set-up, summed over its connections"),
@@ -212,8 +207,7 @@ PRIMARY_METRIC = "duration_ms"
 
 def process_figures(run) -> dict:
     """PROCESS of a measured run (tools.spawn.Measured or clients.ClientRun)."""
-    return {"duration_ms": run.wall_s * 1000, "cpu_user_ms": run.user_s * 1000, "cpu_sys_ms": run.sys_s * 1000,
-            "cpu_ms": (run.user_s + run.sys_s) * 1000, "peak_rss_mib": run.peak_rss_kib / 1024}
+    return spawn_figures(run, "duration_ms")
 
 
 def client_times(output: dict) -> dict:
