@@ -13,8 +13,11 @@ an emulated link whose toxics someone else changed. Either way the run can be re
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import secrets
 import signal
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -50,10 +53,30 @@ def check_interrupted() -> None:
         raise Interrupted(_pending_signal[0])
 
 
+# Code where an exception is printed ("Exception ignored in ...") and dropped instead of raised:
+# the at-fork hooks logging registers, which run around every spawn with a preexec_fn.
+_IGNORING_CODE = frozenset(getattr(logging, name).__code__ for name in (
+    "_acquireLock", "_releaseLock", "_after_at_fork_child_reinit_locks", "_prepareFork", "_afterFork")
+    if hasattr(logging, name))
+REDELIVER_S = 0.05
+
+
+def _in_ignoring_code(frame) -> bool:
+    while frame is not None:
+        if frame.f_code in _IGNORING_CODE:
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextlib.contextmanager
 def signals_interrupt():
-    """SIGINT/SIGTERM raise Interrupted once; later ones are ignored while we clean up."""
+    """SIGINT/SIGTERM raise Interrupted once; later ones are ignored while we clean up. A signal
+    that lands in a fork hook is sent again a moment later, once the spawn is over."""
     def handler(signum, frame):
+        if _in_ignoring_code(frame):
+            threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
+            return
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _pending_signal.append(signum)
