@@ -59,6 +59,7 @@ _IGNORING_CODE = frozenset(getattr(logging, name).__code__ for name in (
     "_acquireLock", "_releaseLock", "_after_at_fork_child_reinit_locks", "_prepareFork", "_afterFork")
     if hasattr(logging, name))
 REDELIVER_S = 0.05
+DEATH_GRACE_S = 1.0   # after a failed measurement: a server's death may still be under way
 
 
 def _in_ignoring_code(frame) -> bool:
@@ -207,7 +208,7 @@ class Runner:
         try:
             yield
         except Exception:
-            dead = servers.dead()
+            dead = servers.dead(wait_s=DEATH_GRACE_S)
             if dead:
                 raise _Stopped(f"server {', '.join(dead)} died {when}") from None
             raise
@@ -232,11 +233,11 @@ class Runner:
         except CaseError as e:
             metrics, error = None, str(e)
         except Exception as e:
-            if not servers.dead():
+            if not servers.dead(wait_s=DEATH_GRACE_S):
                 raise
             metrics, error = None, " ".join(f"{type(e).__name__}: {e}".split())
         t1 = time.perf_counter()
-        dead = servers.dead()
+        dead = servers.dead(wait_s=DEATH_GRACE_S if error else 0.0)
         if dead:
             metrics, error = None, f"server {', '.join(dead)} died during the measurement" + (f": {error}" if error else "")
         path = study.path(case)

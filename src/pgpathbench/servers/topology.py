@@ -9,6 +9,7 @@ same run left (servers, proxy, namespaces, files) is removed when the run resume
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from ..errors import UserError
@@ -115,9 +116,16 @@ class Servers:
     def link_fingerprint(self) -> dict:
         return {name: link.describe() for name, (link, _) in self.links.items()}
 
-    def dead(self) -> list[str]:
-        """The clusters of this run whose server has died (not stopped by us): 'name (how)'."""
-        return [f"{name} ({c.exit_reason()})" for name, c in self.clusters.items() if c.exit_reason()]
+    def dead(self, wait_s: float = 0.0) -> list[str]:
+        """The clusters of this run whose server has died (not stopped by us): 'name (how)'.
+        wait_s: after a failure, how long to watch for a death still under way (a killed
+        postmaster closes its sockets, which fails the client, before it can be reaped)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            found = [f"{name} ({c.exit_reason()})" for name, c in self.clusters.items() if c.exit_reason()]
+            if found or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.02)
 
     def check_links(self) -> list[str]:
         """What differs between each proxy's toxics and what we set: another local user can
