@@ -1,9 +1,13 @@
 """pgbench's per-transaction log (tools/pgbench_log.py): its lines as pgbench 15-18 writes them,
 the latency percentiles (nearest rank) and the per-second series."""
 
+import os
+from pathlib import Path
+
 import pytest
 
-from pgpathbench.tools.pgbench_log import (TransactionLog, latency_figures, log_files, nearest_rank,
+from pgpathbench.tools import pgbench
+from pgpathbench.tools.pgbench_log import (TransactionLog, latency_figures, log_base, log_files, nearest_rank,
                                            parse_transaction_log, per_second, read_transaction_log)
 
 EPOCH = 1700000000
@@ -97,3 +101,21 @@ def test_per_second_boundary_is_half_open():
                                  f"0 2 1000 0 {EPOCH} 999999"])
     assert [(p["t"], p["tps"]) for p in per_second(log)] == [(0, 2), (1, 1)]
 
+
+def test_log_dir_is_private_on_tmpfs_and_removed_when_the_run_is_interrupted(monkeypatch):
+    seen = []
+
+    def interrupted(args, timeout, env=None):
+        prefix = next(a for a in args if a.startswith("--log-prefix="))[len("--log-prefix="):]
+        directory = Path(prefix).parent
+        seen.append(directory)
+        assert directory.is_dir() and directory.stat().st_mode & 0o777 == 0o700
+        (directory / "tx.1").write_text("0 0 10 0 1700000000 0\n")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(pgbench, "spawn_measured", interrupted)
+    spec = pgbench.TimedRun("db", "/sock", 5432, "u", clients=1, duration_s=1)
+    with pytest.raises(KeyboardInterrupt):
+        pgbench.run("pgbench", spec)
+    assert len(seen) == 1 and str(seen[0].parent) == log_base() and not seen[0].exists()
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK):
+        assert log_base() == "/dev/shm"

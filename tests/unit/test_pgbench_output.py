@@ -9,6 +9,7 @@ from pgpathbench.errors import CaseError
 from pgpathbench.references import published_tps_ratio
 from pgpathbench.studies import get
 from pgpathbench.tools.pgbench import TimedRun, parse_output
+from pgpathbench.tools.pgbench_log import latency_figures, parse_transaction_log
 from pgpathbench.tools.spawn import process_figures
 from pgpathbench.tools.spawn import Measured
 
@@ -58,9 +59,13 @@ def test_published_ratio_from_seed_000_means():
 
 def test_every_metric_a_measurement_carries_is_declared():
     measured = Measured(("pgbench",), 0, OUTPUT, "", wall_s=2.05, user_s=0.4, sys_s=0.3, peak_rss_kib=8192)
-    carried = {**parse_output(OUTPUT), **process_figures(measured, "wall_ms")}
+    log = parse_transaction_log(["0 0 1164 0 1700000000 5000 0", "0 1 failed 0 1700000000 9000 9"])
+    carried = {**parse_output(OUTPUT), **latency_figures(log), **process_figures(measured, "wall_ms")}
     study = get("fdw-overhead")
-    assert set(carried) == set(study.metrics)
+    assert set(carried) == set(study.metrics)   # run() adds "series" beside them: a list, not a metric
+    for p in ("p50", "p90", "p95", "p99", "max"):
+        m = study.metrics[f"latency_{p}_ms"]
+        assert (m.unit, m.better) == ("ms", "lower") and "per-transaction log" in m.meaning
     assert study.metrics[study.primary_metric].higher_is_better and study.primary_metric == "tps"
     assert (carried["wall_ms"], carried["cpu_user_ms"], carried["cpu_sys_ms"], carried["peak_rss_mib"]) == \
         (pytest.approx(2050), pytest.approx(400), pytest.approx(300), 8.0)
@@ -73,3 +78,11 @@ def test_command_keeps_n_and_reads_latency_stddev():
     rw = replace(ro, select_only=False)
     assert "-S" not in rw.command("pgbench") and rw.command("pgbench")[1] == "-n"
     assert ro.timeout_s == 61
+
+
+def test_command_with_log_and_threads():
+    run = TimedRun("source", "/sock", 5432, "u", clients=4, duration_s=3, select_only=True, threads=2)
+    cmd = run.command("pgbench", "/dev/shm/pgpathbench-pgbench-log-x/tx")
+    assert cmd[cmd.index("-j") + 1] == "2"
+    assert cmd[cmd.index("-l") + 1] == "--log-prefix=/dev/shm/pgpathbench-pgbench-log-x/tx"
+    assert cmd[-1] == "source" and "-l" not in run.command("pgbench")

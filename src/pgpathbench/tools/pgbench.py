@@ -1,10 +1,11 @@
 """pgbench as a measuring tool: its command line, its run through the measured spawn, its figures.
 
-`TimedRun` says what one `pgbench -T` run of a builtin script is (database, clients, seconds,
-select-only or TPC-B-like, --max-tries); `run()` spawns it through tools/spawn.py and returns
-every figure pgbench printed (`parse_output`) with what the kernel accounted for it (wall time,
-CPU, peak RSS: `process_metrics`). METRICS declares each of them as pgbench.c's StatsData
-comment defines its counters; a study's catalogue takes them from here.
+`TimedRun` says what one `pgbench -T` run of a builtin script is (database, clients, threads,
+seconds, select-only or TPC-B-like, --max-tries); `run()` spawns it through tools/spawn.py and
+returns every figure pgbench printed (`parse_output`), the latency percentiles and per-second
+series of its per-transaction log (tools/pgbench_log.py) and what the kernel accounted for it
+(wall time, CPU, peak RSS: `process_metrics`). METRICS declares each figure as pgbench.c's
+StatsData comment defines its counters; a study's catalogue takes them from here.
 
 pgbench always runs with -n: without it pgbench TRUNCATEs pgbench_history, and postgres_fdw
 (14+) sends that TRUNCATE through a foreign table to the remote server. A caller that wants
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CaseError
 from ..metrics import Metric
+from . import pgbench_log
 from .spawn import process_figures, process_metrics, spawn_measured
 
 GRACE_S = 60              # pgbench -T ends on time; past duration + grace it is hung
@@ -61,7 +64,7 @@ FIGURES = (
            1000),
 )
 PROCESS = process_metrics("wall_ms", "pgbench (start-up, connections, the run, its report)", "none")
-METRICS = (*(f.metric for f in FIGURES), *PROCESS)   # every metric run() returns
+METRICS = (*(f.metric for f in FIGURES), *pgbench_log.METRICS, *PROCESS)   # every metric run() returns
 ESSENTIAL = ("tps", "latency_ms", "transactions")
 
 
@@ -76,29 +79,51 @@ class TimedRun:
     duration_s: int            # pgbench -T takes whole seconds
     select_only: bool = False  # -S: the builtin select-only script; otherwise the TPC-B-like one
     max_tries: int = 1
+    threads: int = 1           # -j (given only above 1): each thread writes its own log file
 
     @property
     def timeout_s(self) -> int:
         return self.duration_s + GRACE_S
 
-    def command(self, pgbench: Path | str) -> list[str]:
+    def command(self, pgbench: Path | str, log_prefix: Path | str | None = None) -> list[str]:
+        """The command line; with log_prefix, the per-transaction log goes to log_prefix.PID[.N]."""
         return [str(pgbench), "-n", *(["-S"] if self.select_only else []), "-c", str(self.clients),
+                *(["-j", str(self.threads)] if self.threads > 1 else []),
                 "-T", str(self.duration_s),
                 "-P", str(self.duration_s + 1),   # a progress interval past the end: no lines, but latency stddev
                 f"--max-tries={self.max_tries}",
+                *(["-l", f"--log-prefix={log_prefix}"] if log_prefix is not None else []),
                 "-h", self.host, "-p", str(self.port), "-U", self.user, self.dbname]
 
 
 def run(pgbench: Path | str, spec: TimedRun) -> dict:
-    """Run it, measured; its figures and its process's. CaseError if it fails or hangs."""
-    m = spawn_measured(spec.command(pgbench), timeout=spec.timeout_s,
-                       env={**os.environ, "PGAPPNAME": APPLICATION_NAME})
-    if m.timed_out:
-        raise CaseError(f"pgbench did not finish within {spec.timeout_s} s")
-    if m.returncode != 0:
-        lines = [line for line in m.stderr.splitlines() if line.strip()]
-        raise CaseError(f"pgbench exit {m.returncode}: {lines[-1] if lines else 'no message'}")
-    return {**parse_output(m.stdout), **process_figures(m, "wall_ms")}
+    """Run it, measured; its figures, its log's and its process's, and under "series" (not a
+    metric: a list) its successful transactions per second (pgbench_log.per_second). CaseError if
+    it fails or hangs, or if its log does not hold every transaction it counted.
+
+    The per-transaction log goes to a private directory on tmpfs (pgbench_log.make_log_dir),
+    removed whatever happens; pgbench is dead by then (spawn_measured kills it on any way out)."""
+    logdir = pgbench_log.make_log_dir()
+    try:
+        m = spawn_measured(spec.command(pgbench, logdir / pgbench_log.FILE_PREFIX), timeout=spec.timeout_s,
+                           env={**os.environ, "PGAPPNAME": APPLICATION_NAME})
+        if m.timed_out:
+            raise CaseError(f"pgbench did not finish within {spec.timeout_s} s")
+        if m.returncode != 0:
+            lines = [line for line in m.stderr.splitlines() if line.strip()]
+            raise CaseError(f"pgbench exit {m.returncode}: {lines[-1] if lines else 'no message'}")
+        figures = parse_output(m.stdout)
+        try:
+            log = pgbench_log.read_transaction_log(logdir)
+        except (OSError, ValueError) as e:
+            raise CaseError(f"pgbench's per-transaction log: {e}") from e
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    if log.successful != figures["transactions"]:
+        raise CaseError(f"pgbench counted {figures['transactions']} transactions, its log holds "
+                        f"{log.successful} successful ones")
+    return {**figures, **pgbench_log.latency_figures(log), **process_figures(m, "wall_ms"),
+            "series": pgbench_log.per_second(log)}
 
 
 def parse_output(stdout: str) -> dict:
