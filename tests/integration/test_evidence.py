@@ -156,6 +156,17 @@ def test_extension_absent_in_the_maintenance_database(clusters):
     assert "not installed in database work" in ev.data["missing"]["source.statements"]
 
 
+def test_our_own_queries_are_not_the_case_s(clusters):
+    """Watching the maintenance database itself: none of our snapshot, settle or sampling
+    queries may appear as the case's statements."""
+    c = clusters[15]
+    with collected([Watched("source", c.connect, postmaster_pid(c.data), ("postgres",))], 0.01) as ev:
+        time.sleep(0.1)
+    assert ev.data["missing"] == {}
+    assert ev.data["servers"]["source"]["statements"] == []
+    assert ev.data["servers"]["source"]["waits"]["samples"] >= 5
+
+
 def test_unreachable_server_and_failing_body(clusters):
     def refuse():
         raise psycopg.OperationalError("connection refused\nsecond line")

@@ -53,7 +53,7 @@ class _Snapshot:
 def _open(w: Watched) -> psycopg.Connection:
     conn = w.connect()
     try:
-        conn.execute(f"SET statement_timeout = '{STATEMENT_TIMEOUT}'")
+        conn.execute(f"{MARK}SET statement_timeout = '{STATEMENT_TIMEOUT}'")
     except Exception:
         pass
     return conn
