@@ -1,0 +1,7 @@
+"""Evidence of what the servers did during one measurement (statistics views, wait events,
+CPU from /proc), recorded beside the client-side metrics; see collect.collected()."""
+
+from .collect import Evidence, Watched, collected
+from .summary import summary
+
+__all__ = ["Evidence", "Watched", "collected", "summary"]

@@ -1,0 +1,224 @@
+"""What the servers did during one measurement: snapshots before and after, wait events between.
+
+The measurement must never fail because of evidence: every section is read on its own, and a
+section that cannot be read (extension absent, view missing in this major, permission denied,
+process not visible) lands in data["missing"] with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import psycopg
+
+from .proc_cpu import group_ticks, read_stat, ticks_to_ms
+from .snapshots import MARK, READERS, counter_deltas, server_version_num, statement_deltas
+from .waits import Sampler, reason
+
+SETTLE_TIMEOUT_S = 2.0     # how long the case's backends get to exit (and report their stats)
+SETTLE_POLL_S = 0.005
+EXIT_TIMEOUT_S = 0.5       # how long our before-snapshot backend gets to exit
+STATEMENT_TIMEOUT = "5s"   # a hung server must not hang the measurement
+
+
+@dataclass(frozen=True)
+class Watched:
+    role: str                                   # "source", "external", ...
+    connect: Callable[[], psycopg.Connection]   # a new autocommit connection to a maintenance database
+    postmaster_pid: int | None                  # None: the host's processes are not visible
+    databases: tuple[str, ...]                  # the databases whose activity the case causes
+
+
+@dataclass
+class Evidence:
+    """data: the JSON-able record (filled when collected() ends); timings: per role, what the
+    evidence itself cost and how long the case's backends took to exit (not part of data)."""
+    data: dict = field(default_factory=lambda: {"servers": {}, "missing": {}})
+    timings: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Snapshot:
+    version: int | None = None
+    sections: dict = field(default_factory=dict)
+    cpu: tuple[int, int] | None = None
+    pid: int | None = None            # our backend for this snapshot
+    settle_ms: float | None = None
+    settled: bool | None = None
+
+
+def _open(w: Watched) -> psycopg.Connection:
+    conn = w.connect()
+    try:
+        conn.execute(f"{MARK}SET statement_timeout = '{STATEMENT_TIMEOUT}'")
+    except Exception:
+        pass
+    return conn
+
+
+def _settle(conn: psycopg.Connection, databases: Sequence[str], ours: list[int], deadline: float) -> tuple[float, bool]:
+    """Wait until no client backend but ours is connected to `databases`: backends report their
+    statistics when they exit. Returns (ms waited, whether they all left)."""
+    started = time.monotonic()
+    while True:
+        n = conn.execute(MARK + "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                         "AND datname = ANY(%s) AND pid <> ALL(%s)", (list(databases), ours)).fetchone()[0]
+        if n == 0 or time.monotonic() >= deadline:
+            return (time.monotonic() - started) * 1000, n == 0
+        time.sleep(SETTLE_POLL_S)
+
+
+def _read_sections(conn: psycopg.Connection, w: Watched, snap: _Snapshot, missing: dict, before: bool) -> None:
+    try:
+        snap.version = server_version_num(conn)
+    except Exception as e:
+        for section in READERS:
+            missing.setdefault(f"{w.role}.{section}", reason(e))
+        return
+    for section, read in READERS.items():
+        if f"{w.role}.{section}" in missing:
+            continue  # lost in the before-snapshot already
+        try:
+            if section == "statements":
+                snap.sections[section] = read(conn, snap.version, w.databases, with_text=not before)
+            else:
+                snap.sections[section] = read(conn, snap.version, w.databases)
+        except Exception as e:
+            missing.setdefault(f"{w.role}.{section}", reason(e))
+
+
+def _wait_exit(pid: int | None) -> None:
+    """Let a backend of ours be reaped, so its CPU is in the postmaster's cutime before we read."""
+    deadline = time.monotonic() + EXIT_TIMEOUT_S
+    while pid is not None and read_stat(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def _read_cpu(w: Watched, snap: _Snapshot, missing: dict, exclude: Sequence[int]) -> None:
+    key = f"{w.role}.cpu_ms"
+    if key in missing:
+        return
+    if w.postmaster_pid is None:
+        missing[key] = "host processes not visible"
+        return
+    try:
+        snap.cpu = group_ticks(w.postmaster_pid, exclude)
+    except Exception as e:
+        missing[key] = reason(e)
+
+
+def _before(w: Watched, missing: dict) -> _Snapshot:
+    snap = _Snapshot()
+    try:
+        conn = _open(w)
+    except Exception as e:
+        for section in READERS:
+            missing[f"{w.role}.{section}"] = f"cannot connect: {reason(e)}"
+        conn = None
+    if conn is not None:
+        try:
+            snap.pid = conn.info.backend_pid
+            _read_sections(conn, w, snap, missing, before=True)
+        finally:
+            conn.close()
+    if w.postmaster_pid is not None:
+        _wait_exit(snap.pid)
+    _read_cpu(w, snap, missing, ())
+    return snap
+
+
+def _after(w: Watched, missing: dict, ours: list[int], deadline: float) -> _Snapshot:
+    snap = _Snapshot()
+    try:
+        conn = _open(w)
+    except Exception as e:
+        for section in READERS:
+            missing.setdefault(f"{w.role}.{section}", f"cannot connect: {reason(e)}")
+        conn = None
+    if conn is not None:
+        try:
+            snap.pid = conn.info.backend_pid
+            try:
+                snap.settle_ms, snap.settled = _settle(conn, w.databases, ours + [snap.pid], deadline)
+            except Exception:
+                pass  # the sections below record what is wrong with this connection
+            _read_sections(conn, w, snap, missing, before=False)
+            # Read while our backend lives: a live child we can leave out.
+            _read_cpu(w, snap, missing, [snap.pid])
+        finally:
+            conn.close()
+    else:
+        _read_cpu(w, snap, missing, ())
+    return snap
+
+
+def _server_data(before: _Snapshot, after: _Snapshot, sampler: Sampler) -> dict:
+    out: dict = {}
+    for section, values in after.sections.items():
+        if section not in before.sections:
+            continue
+        if section == "statements":
+            out[section] = statement_deltas(before.sections[section], values)
+        else:
+            out[section] = counter_deltas(before.sections[section], values)
+            if section == "io" and (after.version or 0) < 160000:
+                out[section]["source"] = "pg_stat_bgwriter"
+    if before.cpu is not None and after.cpu is not None:
+        # The sampler's backend ran between the snapshots only because of us.
+        own = sampler.own_ticks or (0, 0)
+        out["cpu_ms"] = {"user": ticks_to_ms(max(0, after.cpu[0] - before.cpu[0] - own[0])),
+                         "system": ticks_to_ms(max(0, after.cpu[1] - before.cpu[1] - own[1]))}
+    if sampler.error is None:
+        out["waits"] = sampler.result()
+    return out
+
+
+@contextlib.contextmanager
+def collected(watched: Sequence[Watched], sample_interval_s: float = 0.05) -> Iterator[Evidence]:
+    """Before-snapshots, a wait-event sampler thread per server, yield, stop the samplers, let the
+    case's backends finish (up to 2 s), after-snapshots; evidence.data is filled on exit.
+
+    Nothing here raises because a server cannot tell something; a failure of the body
+    propagates after the samplers stopped, with no after-snapshot.
+    """
+    roles = [w.role for w in watched]
+    if len(set(roles)) != len(roles):
+        raise ValueError(f"collected(): roles must differ, got {roles}")
+    evidence = Evidence()
+    missing = evidence.data["missing"]
+    befores, samplers = {}, {}
+    for w in watched:
+        started = time.monotonic()
+        befores[w.role] = _before(w, missing)
+        evidence.timings[w.role] = {"before_ms": (time.monotonic() - started) * 1000}
+    try:
+        for w in watched:
+            exclude = [befores[w.role].pid] if befores[w.role].pid else []
+            samplers[w.role] = Sampler(w.role, w.connect, w.databases, sample_interval_s, exclude,
+                                       own_cpu=w.postmaster_pid is not None)
+            samplers[w.role].start()
+        yield evidence
+    finally:
+        for sampler in samplers.values():
+            sampler.stop()
+    _finish(evidence, watched, befores, samplers)
+
+
+def _finish(evidence: Evidence, watched: Sequence[Watched], befores: dict, samplers: dict) -> None:
+    missing = evidence.data["missing"]
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S  # backends of all servers exit in parallel
+    for w in watched:
+        sampler = samplers[w.role]
+        if sampler.error is not None:
+            missing[f"{w.role}.waits"] = sampler.error
+        ours = [p for p in (befores[w.role].pid, sampler.pid) if p]
+        started = time.monotonic()
+        after = _after(w, missing, ours, deadline)
+        t = evidence.timings[w.role]
+        t.update(after_ms=(time.monotonic() - started) * 1000, settle_ms=after.settle_ms, settled=after.settled,
+                 samples=sampler.samples,
+                 sample_ms=sampler.query_s * 1000 / sampler.samples if sampler.samples else None)
+        evidence.data["servers"][w.role] = _server_data(befores[w.role], after, sampler)

@@ -1,0 +1,118 @@
+"""One server's statistics views at one moment, section by section, and the deltas of two.
+
+Each reader takes an autocommit connection (so every query sees fresh statistics) and raises on
+anything it cannot give; the caller records the reason and goes on with the next section.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import psycopg
+
+# Marks our own queries, so pg_stat_statements' list can leave them out.
+MARK_TEXT = "pgpathbench-evidence"
+MARK = f"/* {MARK_TEXT} */ "
+
+DATABASE_COLUMNS = ("xact_commit", "xact_rollback", "blks_hit", "blks_read", "tup_returned",
+                    "tup_fetched", "tup_inserted", "tup_updated", "tup_deleted")
+IO_COLUMNS = ("reads", "writes", "extends", "hits", "evictions", "fsyncs")
+BGWRITER_COLUMNS = ("buffers_checkpoint", "buffers_clean", "buffers_backend", "buffers_alloc")
+WAL_COLUMNS = ("wal_records", "wal_fpi", "wal_bytes")
+STATEMENTS_LIMIT = 25
+
+
+class Unavailable(Exception):
+    """A section this server cannot give; the message is the reason."""
+
+
+def server_version_num(conn: psycopg.Connection) -> int:
+    return int(conn.execute(MARK + "SHOW server_version_num").fetchone()[0])
+
+
+def _sums(conn: psycopg.Connection, view: str, columns: Sequence[str], where: str = "",
+          params: Sequence = ()) -> dict[str, int]:
+    cols = ", ".join(f"coalesce(sum({c}), 0)::bigint" for c in columns)
+    row = conn.execute(f"{MARK}SELECT {cols} FROM {view} {where}", params).fetchone()
+    return dict(zip(columns, map(int, row)))
+
+
+def read_database(conn: psycopg.Connection, version: int, databases: Sequence[str]) -> dict:
+    return _sums(conn, "pg_stat_database", DATABASE_COLUMNS, "WHERE datname = ANY(%s)", (list(databases),))
+
+
+def read_io(conn: psycopg.Connection, version: int, databases: Sequence[str]) -> dict:
+    # pg_stat_io is 16+; before, pg_stat_bgwriter's buffer counters are the nearest figure
+    # (17 moved them out of pg_stat_bgwriter, so the choice must follow the version).
+    if version >= 160000:
+        return _sums(conn, "pg_stat_io", IO_COLUMNS)
+    return _sums(conn, "pg_stat_bgwriter", BGWRITER_COLUMNS)
+
+
+def read_wal(conn: psycopg.Connection, version: int, databases: Sequence[str]) -> dict:
+    if version < 140000:
+        raise Unavailable(f"pg_stat_wal needs PostgreSQL 14+ (server_version_num {version})")
+    return _sums(conn, "pg_stat_wal", WAL_COLUMNS)
+
+
+def _statements_schema(conn: psycopg.Connection) -> str:
+    row = conn.execute(MARK + "SELECT extnamespace::regnamespace::text FROM pg_extension "
+                       "WHERE extname = 'pg_stat_statements'").fetchone()
+    if row is None:
+        db = conn.info.dbname
+        raise Unavailable(f"pg_stat_statements is not installed in database {db} (CREATE EXTENSION there; "
+                          "it also needs shared_preload_libraries)")
+    return row[0]
+
+
+def read_statements(conn: psycopg.Connection, version: int, databases: Sequence[str],
+                    with_text: bool = True) -> dict:
+    """queryid:dbid:userid -> [query, calls, rows, exec_ms] for statements in `databases`.
+
+    Rows sharing a key (top-level and nested, with pg_stat_statements.track = all) are summed.
+    The text is read only when asked: the before-snapshot needs none, and reading it is the
+    costly part of the view.
+    """
+    schema = _statements_schema(conn)
+    exec_col = "total_exec_time" if version >= 130000 else "total_time"
+    text = "query" if with_text else "NULL::text"
+    rows = conn.execute(
+        f"{MARK}SELECT queryid, dbid, userid, {text}, calls, rows, {exec_col} "
+        f"FROM {schema}.pg_stat_statements(%s) WHERE queryid IS NOT NULL "
+        "AND dbid IN (SELECT oid FROM pg_database WHERE datname = ANY(%s))",
+        (with_text, list(databases))).fetchall()
+    out: dict[str, list] = {}
+    for queryid, dbid, userid, query, calls, nrows, ms in rows:
+        key = f"{queryid}:{dbid}:{userid}"
+        if key in out:
+            prev = out[key]
+            out[key] = [prev[0] or query, prev[1] + calls, prev[2] + nrows, prev[3] + ms]
+        else:
+            out[key] = [query, int(calls), int(nrows), float(ms)]
+    return out
+
+
+READERS = {"database": read_database, "io": read_io, "wal": read_wal, "statements": read_statements}
+
+
+def counter_deltas(before: dict, after: dict) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in after}
+
+
+def statement_deltas(before: dict, after: dict, limit: int = STATEMENTS_LIMIT) -> list[dict]:
+    """Statements that ran between the snapshots, most calls first, ours left out.
+
+    An entry whose calls went down was evicted or reset meanwhile: its after-values are the
+    whole of what ran since.
+    """
+    out = []
+    for key, (query, calls, nrows, ms) in after.items():
+        if query is None or MARK_TEXT in query:
+            continue
+        prev = before.get(key)
+        if prev is not None and prev[1] <= calls:
+            calls, nrows, ms = calls - prev[1], nrows - prev[2], ms - prev[3]
+        if calls > 0:
+            out.append({"query": query, "calls": calls, "rows": nrows, "exec_ms": round(ms, 3)})
+    out.sort(key=lambda s: (-s["calls"], s["query"]))
+    return out[:limit]
