@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from .environment import host_fingerprint
+from .evidence import collected
 from .errors import CaseError, Interrupted, RunFailed, UserError
 from .matrix import round_order
 from .procs import pid_alive
@@ -95,6 +96,14 @@ def signals_interrupt():
 
 class _Stopped(Exception):
     """The run cannot go on (a server died, a link was changed under it): one line, status failed."""
+
+
+@dataclass
+class _Taken:
+    """What one measurement left beside its metrics."""
+    duration_s: float | None = None
+    series: list = field(default_factory=list)
+    evidence: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -227,9 +236,9 @@ class Runner:
                      session: int, clock: _Clock) -> None:
         """One measurement, committed at once. A server that died during it fails it, and the run."""
         started_at = datetime.now(timezone.utc)
-        t0 = time.perf_counter()
+        taken = _Taken()
         try:
-            metrics, error = study.measure(env, case), None
+            metrics, error = self._take(study, env, case, taken), None
         except CaseError as e:
             metrics, error = None, str(e)
         except Exception as e:
@@ -241,14 +250,33 @@ class Runner:
         if dead:
             metrics, error = None, f"server {', '.join(dead)} died during the measurement" + (f": {error}" if error else "")
         path = study.path(case)
-        self.store.add_measurement(run_id, case, round_no, session, started_at, t1 - t0, metrics, error,
-                                   path.id if path else None)
+        self.store.add_measurement(run_id, case, round_no, session, started_at, taken.duration_s, metrics, error,
+                                   path.id if path else None, taken.series if metrics else [], taken.evidence)
         self.progress.measured(case.case_id, round_no, headline(metrics, error, study.primary_metric))
-        clock.measure_s += t1 - t0
+        clock.measure_s += taken.duration_s or 0.0
         clock.bookkeeping_s += time.perf_counter() - t1
         if dead:
             raise _Stopped(f"server {', '.join(dead)} died during round {round_no}, case {case.case_id} "
                            "(recorded as failed)")
+
+    @staticmethod
+    def _take(study, env: StudyEnv, case, taken: "_Taken") -> dict:
+        """What the case needs first (untimed), then the measurement, timed, with the evidence of
+        the servers it involves collected around it; its series apart from its metrics."""
+        study.before_measure(env, case)
+        evidence = None
+        try:
+            with collected(study.watched(env, case)) as evidence:
+                t0 = time.perf_counter()
+                try:
+                    metrics = study.measure(env, case)
+                finally:
+                    taken.duration_s = time.perf_counter() - t0
+        finally:   # a failed measurement keeps what the servers did too
+            taken.evidence = evidence.data if evidence is not None else {}
+        taken.series = metrics.pop("series", [])
+        metrics.update(study.evidence_metrics(case, metrics, evidence.data))
+        return metrics
 
     def _between_rounds(self, servers: Servers, study, run_id: str, round_no: int, phase: str, session: int) -> None:
         """Probe every link, and check no one changed a proxy's toxics: a round measured through a

@@ -2,7 +2,8 @@
 
 import pytest
 
-from pgpathbench.evidence import summary
+from pgpathbench.evidence import remote_metrics, summary
+from pgpathbench.evidence.snapshots import statement_totals
 
 DATA = {
     "servers": {
@@ -21,6 +22,9 @@ DATA = {
     },
     "missing": {"remote.statements": "pg_stat_statements is not installed", "external.cpu_ms": "x"},
 }
+for server in DATA["servers"].values():   # as collect.py stores them: the top list and every statement's totals
+    if "statements" in server:
+        server["statement_totals"] = statement_totals(server["statements"])
 
 
 def test_figures_per_role():
@@ -41,3 +45,10 @@ def test_without_transactions_no_per_txn_figure():
 def test_empty_record():
     assert summary({"servers": {}, "missing": {}}, 3) == {
         "remote_statements": {}, "rows_per_call": {}, "server_cpu_ms": {}, "statements_per_txn": {}}
+
+
+def test_remote_metrics_of_one_role():
+    assert remote_metrics(DATA, "source", 10) == {"remote_statements": 50, "remote_statements_per_txn": 5.0,
+                                                  "remote_rows_per_fetch": pytest.approx(75.0)}
+    assert remote_metrics(DATA, "external", None) == {"remote_statements": 5}
+    assert remote_metrics(DATA, "remote", 10) == {}

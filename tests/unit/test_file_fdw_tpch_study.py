@@ -223,11 +223,12 @@ def test_compare_rows_across_engines_within_tolerance():
 
 class FakeConn:
     closed = False
+    info = type("Info", (), {"server_version": 150000})()
 
     def __init__(self, answers):
         self.answers = answers
 
-    def execute(self, text):
+    def execute(self, text, params=None):
         return self
 
     def fetchall(self):

@@ -81,7 +81,7 @@ def test_export_carries_the_same_measurements(study):
     assert len(new["measurements"]) == len(doc["measurements"])
     for old, now in zip(doc["measurements"], new["measurements"]):
         assert now == {**old, "metrics": dict(upgrade_metrics(old["study"], old["metrics"], 1)), "path": None,
-                       "attempts": 1, "previous_errors": []}
+                       "attempts": 1, "previous_errors": [], "series": [], "evidence": {}}
 
 
 @pytest.mark.parametrize("study", RUNS)

@@ -2,6 +2,6 @@
 CPU from /proc), recorded beside the client-side metrics; see collect.collected()."""
 
 from .collect import Evidence, Watched, collected
-from .summary import summary
+from .summary import REMOTE_METRICS, flush_statistics, remote_metrics, summary
 
-__all__ = ["Evidence", "Watched", "collected", "summary"]
+__all__ = ["Evidence", "Watched", "collected", "summary", "remote_metrics", "REMOTE_METRICS", "flush_statistics"]

@@ -15,7 +15,8 @@ from typing import Callable, Iterator, Sequence
 import psycopg
 
 from .proc_cpu import group_ticks, read_stat, ticks_to_ms
-from .snapshots import MARK, READERS, counter_deltas, server_version_num, statement_deltas
+from .snapshots import MARK, READERS, STATEMENTS_LIMIT, counter_deltas, server_version_num, statement_deltas, \
+    statement_totals
 from .waits import Sampler, reason
 
 SETTLE_TIMEOUT_S = 2.0     # how long the case's backends get to exit (and report their stats)
@@ -48,6 +49,7 @@ class _Snapshot:
     pid: int | None = None            # our backend for this snapshot
     settle_ms: float | None = None
     settled: bool | None = None
+    taken_at: object = None           # the server's clock at the snapshot
 
 
 def _open(w: Watched) -> psycopg.Connection:
@@ -59,13 +61,16 @@ def _open(w: Watched) -> psycopg.Connection:
     return conn
 
 
-def _settle(conn: psycopg.Connection, databases: Sequence[str], ours: list[int], deadline: float) -> tuple[float, bool]:
-    """Wait until no client backend but ours is connected to `databases`: backends report their
-    statistics when they exit. Returns (ms waited, whether they all left)."""
+def _settle(conn: psycopg.Connection, databases: Sequence[str], ours: list[int], since, deadline: float) \
+        -> tuple[float, bool]:
+    """Wait until no client backend the case opened (since the before-snapshot) is connected to
+    `databases`: backends report their statistics when they exit. Sessions older than the case (a
+    study's kept connection) are not waited for. Returns (ms waited, whether they all left)."""
     started = time.monotonic()
     while True:
         n = conn.execute(MARK + "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                         "AND datname = ANY(%s) AND pid <> ALL(%s)", (list(databases), ours)).fetchone()[0]
+                         "AND datname = ANY(%s) AND pid <> ALL(%s) AND backend_start >= %s",
+                         (list(databases), ours, since)).fetchone()[0]
         if n == 0 or time.monotonic() >= deadline:
             return (time.monotonic() - started) * 1000, n == 0
         time.sleep(SETTLE_POLL_S)
@@ -121,6 +126,7 @@ def _before(w: Watched, missing: dict) -> _Snapshot:
     if conn is not None:
         try:
             snap.pid = conn.info.backend_pid
+            snap.taken_at = conn.execute(MARK + "SELECT clock_timestamp()").fetchone()[0]
             _read_sections(conn, w, snap, missing, before=True)
         finally:
             conn.close()
@@ -130,7 +136,7 @@ def _before(w: Watched, missing: dict) -> _Snapshot:
     return snap
 
 
-def _after(w: Watched, missing: dict, ours: list[int], deadline: float) -> _Snapshot:
+def _after(w: Watched, missing: dict, ours: list[int], since, deadline: float) -> _Snapshot:
     snap = _Snapshot()
     try:
         conn = _open(w)
@@ -142,7 +148,7 @@ def _after(w: Watched, missing: dict, ours: list[int], deadline: float) -> _Snap
         try:
             snap.pid = conn.info.backend_pid
             try:
-                snap.settle_ms, snap.settled = _settle(conn, w.databases, ours + [snap.pid], deadline)
+                snap.settle_ms, snap.settled = _settle(conn, w.databases, ours + [snap.pid], since, deadline)
             except Exception:
                 pass  # the sections below record what is wrong with this connection
             _read_sections(conn, w, snap, missing, before=False)
@@ -161,7 +167,8 @@ def _server_data(before: _Snapshot, after: _Snapshot, sampler: Sampler) -> dict:
         if section not in before.sections:
             continue
         if section == "statements":
-            out[section] = statement_deltas(before.sections[section], values)
+            statements = statement_deltas(before.sections[section], values)
+            out[section], out["statement_totals"] = statements[:STATEMENTS_LIMIT], statement_totals(statements)
         else:
             out[section] = counter_deltas(before.sections[section], values)
             if section == "io" and (after.version or 0) < 160000:
@@ -216,7 +223,7 @@ def _finish(evidence: Evidence, watched: Sequence[Watched], befores: dict, sampl
             missing[f"{w.role}.waits"] = sampler.error
         ours = [p for p in (befores[w.role].pid, sampler.pid) if p]
         started = time.monotonic()
-        after = _after(w, missing, ours, deadline)
+        after = _after(w, missing, ours, befores[w.role].taken_at, deadline)
         t = evidence.timings[w.role]
         t.update(after_ms=(time.monotonic() - started) * 1000, settle_ms=after.settle_ms, settled=after.settled,
                  samples=sampler.samples,

@@ -99,7 +99,7 @@ def counter_deltas(before: dict, after: dict) -> dict[str, int]:
     return {k: after[k] - before[k] for k in after}
 
 
-def statement_deltas(before: dict, after: dict, limit: int = STATEMENTS_LIMIT) -> list[dict]:
+def statement_deltas(before: dict, after: dict) -> list[dict]:
     """Statements that ran between the snapshots, most calls first, ours left out.
 
     An entry whose calls went down was evicted or reset meanwhile: its after-values are the
@@ -115,4 +115,12 @@ def statement_deltas(before: dict, after: dict, limit: int = STATEMENTS_LIMIT) -
         if calls > 0:
             out.append({"query": query, "calls": calls, "rows": nrows, "exec_ms": round(ms, 3)})
     out.sort(key=lambda s: (-s["calls"], s["query"]))
-    return out[:limit]
+    return out
+
+
+def statement_totals(statements: list[dict]) -> dict:
+    """Every statement's calls and rows summed, and the FETCHes' apart (a cursor's batches)."""
+    fetches = [s for s in statements if s["query"].lstrip().upper().startswith("FETCH")]
+    return {"distinct": len(statements), "calls": sum(s["calls"] for s in statements),
+            "rows": sum(s["rows"] for s in statements), "fetch_calls": sum(s["calls"] for s in fetches),
+            "fetch_rows": sum(s["rows"] for s in fetches)}

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from ..metrics import Metric
+
+# What a study through postgres_fdw stores per measurement, from the source's pg_stat_statements.
+REMOTE_METRICS = (
+    Metric("remote_statements", "1", "lower", "statements the source ran for the case, counted by its "
+           "pg_stat_statements (calls in the source database over the measurement)"),
+    Metric("remote_statements_per_txn", "1/tx", "lower", "remote_statements / the client's transactions: the "
+           "round trips postgres_fdw makes per transaction, counted rather than fitted"),
+    Metric("remote_rows_per_fetch", "rows", "higher", "rows per FETCH the source answered (postgres_fdw's "
+           "cursor batches: fetch_size caps it)"),
+)
+
 
 def summary(evidence_data: dict, transactions: int | None = None) -> dict:
     """Figures per role, from the sections each server gave (a missing section gives no figure).
 
-    remote_statements: calls summed over the role's statements (the listed ones: at most 25, so
-        a case running more distinct statements is undercounted);
+    remote_statements: calls summed over every statement of the role's databases;
     statements_per_txn: remote_statements / transactions, when transactions is given (> 0);
     rows_per_call: rows / calls over statements starting with FETCH (cursor batches), if any ran;
     server_cpu_ms: user + system CPU of the server's process group.
@@ -16,17 +27,35 @@ def summary(evidence_data: dict, transactions: int | None = None) -> dict:
     if transactions:
         out["statements_per_txn"] = {}
     for role, server in evidence_data.get("servers", {}).items():
-        statements = server.get("statements")
-        if statements is not None:
-            calls = sum(s["calls"] for s in statements)
-            out["remote_statements"][role] = calls
+        totals = server.get("statement_totals")
+        if totals is not None:
+            out["remote_statements"][role] = totals["calls"]
             if transactions:
-                out["statements_per_txn"][role] = calls / transactions
-            fetches = [s for s in statements if s["query"].lstrip().upper().startswith("FETCH")]
-            fetch_calls = sum(s["calls"] for s in fetches)
-            if fetch_calls:
-                out["rows_per_call"][role] = sum(s["rows"] for s in fetches) / fetch_calls
+                out["statements_per_txn"][role] = totals["calls"] / transactions
+            if totals["fetch_calls"]:
+                out["rows_per_call"][role] = totals["fetch_rows"] / totals["fetch_calls"]
         cpu = server.get("cpu_ms")
         if cpu is not None:
             out["server_cpu_ms"][role] = cpu["user"] + cpu["system"]
     return out
+
+
+def remote_metrics(evidence_data: dict, role: str, transactions: int | None) -> dict:
+    """REMOTE_METRICS of one measurement, as read on the server in `role` (none if it could not tell)."""
+    figures = summary(evidence_data, transactions)
+    out = {}
+    if role in figures["remote_statements"]:
+        out["remote_statements"] = figures["remote_statements"][role]
+    if role in figures.get("statements_per_txn", {}):
+        out["remote_statements_per_txn"] = figures["statements_per_txn"][role]
+    if role in figures["rows_per_call"]:
+        out["remote_rows_per_fetch"] = figures["rows_per_call"][role]
+    return out
+
+
+def flush_statistics(conn) -> None:
+    """Ask a session we keep open to report its statistics when it next goes idle (15+), so that a
+    measurement's evidence holds them rather than the next one's: an idle backend otherwise waits
+    up to 10 s (PGSTAT_IDLE_INTERVAL) before it reports."""
+    if conn.info.server_version >= 150000:
+        conn.execute("SELECT pg_stat_force_next_flush()")

@@ -33,7 +33,7 @@ class Point(NamedTuple):
     y_high: float | None = None
 
 
-PLOT_KINDS = ("bar", "line", "scatter")
+PLOT_KINDS = ("bar", "line", "scatter", "stacked")
 
 
 @dataclass
@@ -42,7 +42,8 @@ class Plot:
 
     kind 'bar': grouped bars; x values are categories, in the order they first appear, one bar
     per series in each category. 'line': numeric x, each series' points joined in x order.
-    'scatter': points only; numeric x, or categories when the x values are strings.
+    'scatter': points only; numeric x, or categories when the x values are strings. 'stacked':
+    one bar per category, each series a segment on top of the previous ones (no error bars).
     Labels carry their units ("Measured round trip, ms"). log_y/log_x ask for a logarithmic
     axis (ignored when a value is not positive). ref_y draws a horizontal reference line (e.g.
     a ratio's 1). notes are printed under the chart (what the error bars are, how many rounds).

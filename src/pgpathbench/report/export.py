@@ -2,11 +2,13 @@
 
 JSON (format_version 2): {"format_version": 2, "run": {...the stored run row...},
 "measurements": [{run_id, study, case_id, round, session, started_at, ok, error, duration_s,
-dims: {...}, metrics: {...}, path, attempts, previous_errors}], "link_probes": [{link, round, phase, session, measured_at,
+dims: {...}, metrics: {...}, path, attempts, previous_errors, series, evidence}], "link_probes": [{link, round, phase, session, measured_at,
 rtt_median_ms, rtt_p95_ms, rtt_min_ms, round_trips}]}.
 Version 2 changed the meaning of fields of version 1: every duration metric is in milliseconds
 (`connect_ms`, not `connect_s`); `path` (the network path's id), `attempts` and
 `previous_errors` (a failed measurement measured again by `run --resume`) are new.
+Added within version 2 (no field changed meaning): `series` (per-second points) and `evidence`
+(what the servers did), see store/schema.sql; the latency percentile metrics.
 CSV: the same fields, dims as dim_<name> columns and metrics as their own columns.
 """
 
@@ -34,7 +36,8 @@ def measurement_json(run: RunResult, case: CaseResult, m: Measurement) -> dict:
     return {"run_id": run.run_id, "study": case.study, "case_id": case.case_id, "round": m.round,
             "session": m.session, "started_at": m.started_at, "ok": m.ok, "error": m.error,
             "duration_s": m.duration_s, "dims": case.dims, "metrics": dict(m.metrics), "path": m.path,
-            "attempts": m.attempts, "previous_errors": list(m.previous_errors)}
+            "attempts": m.attempts, "previous_errors": list(m.previous_errors), "series": list(m.series),
+            "evidence": dict(m.evidence)}
 
 
 def to_json(run: RunResult) -> str:

@@ -166,7 +166,7 @@ def _legend(names: Sequence[str], kind: str, width: float, x0: float, y0: float)
             x, y = x0, y + row_h
         color = PALETTE[i % len(PALETTE)]
         cy = y + 8
-        if kind == "bar":
+        if kind in ("bar", "stacked"):
             sw = f'<rect x="{_f(x)}" y="{_f(cy - 7)}" width="16" height="14" rx="2" fill="{color}"/>'
         else:
             line = f'<line x1="{_f(x)}" y1="{_f(cy)}" x2="{_f(x + 18)}" y2="{_f(cy)}" stroke="{color}" stroke-width="2"/>' \
@@ -220,11 +220,13 @@ class _Layout:
 def _y_axis(plot: Plot, points: Sequence[Point]) -> tuple[_Axis, bool]:
     """The y axis covers values, intervals and the reference line; log only when all of them are positive."""
     ys = [v for p in points for v in (p.y, p.y_low, p.y_high) if v is not None]
+    if plot.kind == "stacked":
+        ys = list(_stack_totals(points).values())
     if plot.ref_y is not None:
         ys.append(plot.ref_y)
     log_y = bool(plot.log_y and ys and min(ys) > 0)
     # Bars and lines of positive values start at 0 (a bar's length is its value); scatter fits its points.
-    from_zero = plot.kind == "bar" or (min(ys, default=0) >= 0 and not log_y and plot.kind != "scatter")
+    from_zero = plot.kind in ("bar", "stacked") or (min(ys, default=0) >= 0 and not log_y and plot.kind != "scatter")
     return _axis(ys, log_y, from_zero=from_zero), log_y
 
 
@@ -251,7 +253,7 @@ def _layout(plot: Plot, points: Sequence[Point], legend_h: float, width: int) ->
     plot_h = HEIGHT - 90
     yaxis.p0, yaxis.p1 = top + plot_h, top
     x: _Axis | _Bands
-    if plot.kind == "bar" or any(isinstance(p.x, str) for p in points):
+    if plot.kind in ("bar", "stacked") or any(isinstance(p.x, str) for p in points):
         x = _bands(points, plot_w)
         ticks_h = x.ticks_h
     else:
@@ -357,6 +359,30 @@ def _band_marks(plot: Plot, names: Sequence[str], lay: _Layout, bands: _Bands) -
     return out
 
 
+def _stack_totals(points: Sequence[Point]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for p in points:
+        totals[str(p.x)] = totals.get(str(p.x), 0.0) + max(p.y, 0.0)
+    return totals
+
+
+def _stacked_marks(plot: Plot, names: Sequence[str], lay: _Layout, bands: _Bands) -> list[str]:
+    """One bar per category: each series' segment on top of the ones before it, in legend order."""
+    base: dict[str, float] = {}
+    bw = min(bands.width * 0.6, 110)
+    out = []
+    for name in names:
+        color = _color(plot, name)
+        for p in plot.series[name]:
+            label, y0 = str(p.x), base.get(str(p.x), 0.0)
+            base[label] = y1 = y0 + max(p.y, 0.0)
+            x = lay.left + bands.width * (bands.labels.index(label) + 0.5)
+            tip = f"<title>{escape(_point_tip(name, p))}</title>"
+            out.append(f'<rect class="bar" x="{_f(x - bw / 2)}" y="{_f(lay.y(y1))}" width="{_f(bw)}" '
+                       f'height="{_f(max(lay.y(y0) - lay.y(y1), 0.0))}" fill="{color}">{tip}</rect>')
+    return out
+
+
 def _series_marks(plot: Plot, names: Sequence[str], lay: _Layout, xaxis: _Axis) -> list[str]:
     """Points at numeric x, and for a line chart each series' points joined in x order."""
     out = []
@@ -385,7 +411,9 @@ def svg_plot(plot: Plot, width: int = WIDTH) -> str:
     if plot.ref_y is not None:
         y = lay.y(plot.ref_y)
         out.append(_line("ref", lay.left, lay.right, y, y))
-    if isinstance(lay.x, _Bands):
+    if plot.kind == "stacked":
+        out += _band_ticks(lay, lay.x) + _stacked_marks(plot, names, lay, lay.x)
+    elif isinstance(lay.x, _Bands):
         out += _band_ticks(lay, lay.x) + _band_marks(plot, names, lay, lay.x)
     else:
         out += _numeric_ticks(lay, lay.x) + _series_marks(plot, names, lay, lay.x)

@@ -36,6 +36,8 @@ class Measurement:
     path: str | None = None            # the id of the network path the case crossed (servers/paths.py)
     attempts: int = 1                  # 2 or more: measured again after failing (run --resume)
     previous_errors: tuple = ()        # the errors of the earlier attempts ({session, started_at, error})
+    series: tuple = ()                 # per-second points {"t", "tps", "latency_ms"} of the measured program
+    evidence: Mapping[str, Any] = field(default_factory=dict)   # what the servers did (evidence/collect.py)
 
     def number(self, metric: str) -> float | None:
         v = self.metrics.get(metric) if self.ok else None
@@ -218,7 +220,8 @@ class RunResult:
             case.measurements.append(Measurement(
                 m["round"], m.get("session", 1), m.get("started_at"), bool(m["ok"]), m.get("error"),
                 m.get("duration_s"), upgrade_metrics(m["study"], m.get("metrics") or {}, version),
-                m.get("path"), m.get("attempts") or 1, tuple(m.get("previous_errors") or ())))
+                m.get("path"), m.get("attempts") or 1, tuple(m.get("previous_errors") or ()),
+                tuple(m.get("series") or ()), dict(m.get("evidence") or {})))
         ordered = sorted(cases_by_id.values(), key=lambda c: c.planned_order)
         for c in ordered:
             c.measurements.sort(key=lambda m: m.round)

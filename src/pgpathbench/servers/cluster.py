@@ -23,6 +23,7 @@ from pathlib import Path
 import psycopg
 
 from ..errors import UserError
+from ..evidence import Watched
 from ..procs import OsUser, end_process, pid_alive
 from .binaries import PgBinaries
 
@@ -225,6 +226,10 @@ class Cluster:
 
     def connect(self, dbname: str = "postgres", **kw) -> psycopg.Connection:
         return psycopg.connect(self.conninfo(dbname), autocommit=True, **kw)
+
+    def watched(self, role: str, *databases: str) -> Watched:
+        """This server as the evidence collector reads it: SQL, and its processes in /proc."""
+        return Watched(role, self.connect, postmaster_pid(self.data), databases)
 
     def execute(self, dbname: str, *statements: str) -> None:
         with self.connect(dbname) as conn:

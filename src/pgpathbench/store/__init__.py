@@ -138,26 +138,28 @@ class ResultsStore:
 
     def add_measurement(self, run_id: str, case: Case, round_no: int, session: int, started_at: datetime,
                         duration_s: float | None, metrics: dict | None, error: str | None,
-                        path: str | None = None) -> None:
+                        path: str | None = None, series: list | None = None, evidence: dict | None = None) -> None:
         """One measurement; one that failed before is replaced, its error kept in previous_errors."""
         self.conn.execute(
             "INSERT INTO pgpathbench.measurement AS m (run_id, study, case_id, round, session, started_at, "
-            "ok, error, duration_s, metrics, path) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "ok, error, duration_s, metrics, path, series, evidence) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (run_id, study, case_id, round) DO UPDATE SET session = EXCLUDED.session, "
             "  started_at = EXCLUDED.started_at, ok = EXCLUDED.ok, error = EXCLUDED.error, "
             "  duration_s = EXCLUDED.duration_s, metrics = EXCLUDED.metrics, path = EXCLUDED.path, "
+            "  series = EXCLUDED.series, evidence = EXCLUDED.evidence, "
             "  attempts = m.attempts + 1, "
             "  previous_errors = m.previous_errors || jsonb_build_array(jsonb_build_object("
             "    'session', m.session, 'started_at', m.started_at, 'error', m.error)) "
             "WHERE NOT m.ok",
             (run_id, case.study, case.case_id, round_no, session, started_at, error is None, error,
-             duration_s, Jsonb(metrics or {}), path))
+             duration_s, Jsonb(metrics or {}), path, Jsonb(series or []), Jsonb(evidence or {})))
 
     def void_round(self, run_id: str, study: str, round_no: int, session: int, reason: str) -> int:
         """Mark the measurements one session took in one round as failed (their conditions were
         not the ones recorded); returns how many."""
         return self.conn.execute(
-            "UPDATE pgpathbench.measurement SET ok = false, metrics = '{}', "
+            "UPDATE pgpathbench.measurement SET ok = false, metrics = '{}', series = '[]', evidence = '{}', "
             "  error = %s || coalesce('; ' || error, '') "
             "WHERE run_id = %s AND study = %s AND round = %s AND session = %s",
             (reason, run_id, study, round_no, session)).rowcount
@@ -236,7 +238,7 @@ class ResultsStore:
         with self.conn.cursor(row_factory=dict_row) as cur:
             return cur.execute(
                 "SELECT m.run_id, m.study, m.case_id, m.round, m.session, m.started_at, m.ok, m.error, "
-                "  m.duration_s, c.dims, m.metrics, m.path, m.attempts, m.previous_errors "
+                "  m.duration_s, c.dims, m.metrics, m.path, m.attempts, m.previous_errors, m.series, m.evidence "
                 "FROM pgpathbench.measurement m JOIN pgpathbench.run_case c USING (run_id, study, case_id) "
                 "WHERE m.run_id = %s ORDER BY c.planned_order, m.round", (run_id,)).fetchall()
 

@@ -51,6 +51,14 @@ ALTER TABLE pgpathbench.measurement ADD COLUMN IF NOT EXISTS previous_errors jso
 -- The network path (servers/paths.py id) a measurement crossed; added after the first version.
 ALTER TABLE pgpathbench.measurement ADD COLUMN IF NOT EXISTS path text;
 
+-- The evidence of why a measurement took what it took (issue 13), both added after the first version:
+-- series: per-second points of the measured program, [{"t": s since its first transaction, "tps": transactions
+--   completed in that second, "latency_ms": their mean latency}] (pgbench's per-transaction log);
+-- evidence: what the servers the case involves did meanwhile (evidence/collect.py): {"servers": {role:
+--   {database, io, wal, cpu_ms, statements, waits}}, "missing": {"role.section": reason}}.
+ALTER TABLE pgpathbench.measurement ADD COLUMN IF NOT EXISTS series jsonb NOT NULL DEFAULT '[]';
+ALTER TABLE pgpathbench.measurement ADD COLUMN IF NOT EXISTS evidence jsonb NOT NULL DEFAULT '{}';
+
 -- The measured round trip of every network path (link) of a run, before and after each round.
 CREATE TABLE IF NOT EXISTS pgpathbench.link_probe (
     run_id       text NOT NULL REFERENCES pgpathbench.run ON DELETE CASCADE,

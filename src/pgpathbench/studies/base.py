@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
+from ..evidence import Watched
 from ..matrix import Case, Dimension, Parameter, Preset
 from ..metrics import Metric
 from ..report import Plot, Table
@@ -118,6 +119,18 @@ class Declared:
             return getattr(self.vocabulary, attr)
         raise AttributeError(attr)
 
+    def before_measure(self, env: "StudyEnv", case: Case) -> None:
+        """What a measurement needs done first, outside its timing and its evidence (a vacuum)."""
+
+    def watched(self, env: "StudyEnv", case: Case) -> list[Watched]:
+        """The servers a case's measurement involves, whose activity is its evidence."""
+        return []
+
+    def evidence_metrics(self, case: Case, metrics: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict:
+        """Figures the study derives from a measurement's evidence (e.g. remote statements per
+        transaction), stored as metrics beside the measured ones."""
+        return {}
+
 
 class Study(Protocol):
     """A study: its spec's Vocabulary (read as attributes: study.name, study.metrics... see
@@ -129,7 +142,12 @@ class Study(Protocol):
     def path(self, case: Case) -> NetworkPath | None:
         """The network path the case's measurement crosses (its id is stored with it), or None."""
         ...
-    def measure(self, env: StudyEnv, case: Case) -> dict: ...
+    def measure(self, env: StudyEnv, case: Case) -> dict:
+        """Metrics of one repeat (numbers); the key "series" may hold per-second points."""
+        ...
+    def before_measure(self, env: StudyEnv, case: Case) -> None: ...
+    def watched(self, env: StudyEnv, case: Case) -> list[Watched]: ...
+    def evidence_metrics(self, case: Case, metrics: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict: ...
     def report(self, result: StudyResult) -> list[Table]: ...
     def plots(self, result: StudyResult) -> list[Plot]:
         """The charts of a run: medians with their 95% CI as error bars, labels with units."""

@@ -80,7 +80,49 @@ def tables(result: StudyResult) -> list[Table]:
            _ratio_table(cases, rtt)]
     if len({k.latency for k, _ in cases}) > 1:
         out.append(_rtt_cost_table(cases, result))
-    return out + [t for t in (_retries_table(cases), _client_cost_table(cases)) if t is not None]
+    return out + [t for t in (_remote_table(cases), _retries_table(cases), _client_cost_table(cases)) if t is not None]
+
+
+def _remote_table(cases: Cases) -> Table | None:
+    """What postgres_fdw sent to the source per transaction, counted there (pg_stat_statements)."""
+    rows = []
+    for k, c in cases:
+        s = c.summary("remote_statements_per_txn")
+        if s is None:
+            continue
+        rows_per_call = c.summary("remote_rows_per_fetch")
+        rows.append([k.bench, k.pg, s.median, s.ci_text, rows_per_call.median if rows_per_call else None,
+                     _remote_top(c)])
+    if not rows:
+        return None
+    return Table("Remote statements per transaction (measured on the source)",
+                 ["Bench", "PG", "Statements per txn (median)", "95% CI", "Rows per FETCH", "Most called"], rows,
+                 [explains(cases)] + ["Counted by pg_stat_statements on the source over each measurement (calls "
+                                      "in the source database / pgbench's transactions): the round trips the "
+                                      "'Cost of a round trip' table fits, counted instead of fitted."],
+                 detail=(5,))
+
+
+def _remote_top(case: CaseResult) -> str:
+    """The statements postgres_fdw sent most in the last round, with their calls."""
+    m = case.ok[-1]
+    statements = m.evidence.get("servers", {}).get("source", {}).get("statements", [])
+    return "; ".join(f"{' '.join(st['query'].split()[:3])} x{st['calls']}" for st in statements[:4]) or "—"
+
+
+def explains(cases: Cases) -> str:
+    """One line computed from the evidence: why the FDW path of the first RO case costs what it costs."""
+    by_key = dict(cases)
+    for k, c in cases:
+        local = by_key.get(k._replace(target="local", latency=DIRECT))
+        statements, latency = c.median("remote_statements_per_txn"), c.median("latency_ms")
+        if k.workload != "ro" or local is None or statements is None or latency is None:
+            continue
+        local_ms = local.median("latency_ms") or 0.0
+        return (f"What explains it: {k.bench} sends {statements:.1f} statements to the source per transaction; "
+                f"its latency is {latency:.3f} ms against {local_ms:.3f} ms local, "
+                f"{(latency - local_ms) / statements * 1000:.0f} µs per remote statement.")
+    return "What explains it: no RO case through postgres_fdw with its local twin in this run."
 
 
 def _aggregate_table(title: str, metric: str, cases: Cases, rtt: dict[str, float],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ... import validate
 from ...matrix import Dimension, Parameter, Preset, positive_int
+from ...evidence import REMOTE_METRICS
 from ...metrics import catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
@@ -69,7 +70,7 @@ PRESETS = {
 DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
                 "latency": (DIRECT,), "pg": ("15",)}
 
-METRICS = catalogue(*pgbench.METRICS)
+METRICS = catalogue(*pgbench.METRICS, *REMOTE_METRICS)
 PRIMARY_METRIC = "tps"
 
 

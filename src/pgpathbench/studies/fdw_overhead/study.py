@@ -22,9 +22,11 @@ measured before and after each round, and the report reads the overhead against 
 from __future__ import annotations
 
 import time
+from typing import Mapping
 
 from psycopg import sql
 
+from ...evidence import Watched, remote_metrics
 from ...matrix import Case, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
@@ -37,6 +39,8 @@ from . import report as study_report, spec
 from .spec import ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 
 SERVER = "source_server"    # the foreign server, in every database with foreign tables
+# pg_stat_statements on every server: what postgres_fdw sent to the source is evidence (evidence/).
+STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "top"}
 
 
 class FdwOverhead(Declared):
@@ -66,13 +70,16 @@ class FdwOverhead(Declared):
         p = env.options.params
         t0 = time.monotonic()
         # With links requested, the source is a remote role: on its own network stack when possible.
-        source = env.servers.cluster(SOURCE_ROLE, remote=links_requested(env.options), bandwidth_kbit=p.get("bandwidth"))
+        source = env.servers.cluster(SOURCE_ROLE, STATEMENTS, remote=links_requested(env.options),
+                                     bandwidth_kbit=p.get("bandwidth"))
         needs_external = any(t in REMOTE_TARGETS for t in env.options.dims["target"])
-        external = env.servers.cluster("external") if needs_external else None
+        external = env.servers.cluster("external", STATEMENTS) if needs_external else None
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
 
         t0 = time.monotonic()
         source.create_database("source")
+        for cluster in filter(None, (source, external)):
+            cluster.execute("postgres", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         pgbench.initialize(env.bins.path("pgbench"), str(source.sockdir), source.port, SUPERUSER, "source", p["scale"])
         env.log(f"pgbench data at scale {p['scale']} loaded in {time.monotonic() - t0:.1f} s")
 
@@ -109,13 +116,29 @@ class FdwOverhead(Declared):
         return targets
 
     # -- one measurement --------------------------------------------------------------------
-    def measure(self, env: StudyEnv, case: Case) -> dict:
-        p = env.options.params
-        cluster, db = env.state["targets"][(case["target"], case["latency"])]
+    def before_measure(self, env: StudyEnv, case: Case) -> None:
         if case["workload"] == "rw":
             # What pgbench -n skips, done on the source itself: never through a foreign table.
             env.state["source"].execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers",
                                         "TRUNCATE pgbench_history")
+
+    def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
+        """The server pgbench connects to, and the source behind a foreign table."""
+        cluster, db = env.state["targets"][(case["target"], case["latency"])]
+        source = env.state["source"]
+        if cluster is source:   # local, or fdw_local: one server, both databases
+            return [source.watched(SOURCE_ROLE, *dict.fromkeys((db, "source")))]
+        return [cluster.watched("external", db), source.watched(SOURCE_ROLE, "source")]
+
+    def evidence_metrics(self, case: Case, metrics: Mapping, evidence: Mapping) -> dict:
+        """What postgres_fdw sent to the source, per pgbench transaction (pg_stat_statements)."""
+        if case["target"] == "local":
+            return {}
+        return remote_metrics(evidence, SOURCE_ROLE, metrics.get("transactions"))
+
+    def measure(self, env: StudyEnv, case: Case) -> dict:
+        p = env.options.params
+        cluster, db = env.state["targets"][(case["target"], case["latency"])]
         run = pgbench.TimedRun(db, str(cluster.sockdir), cluster.port, SUPERUSER, clients=int(case["clients"]),
                                duration_s=int(p["duration"]), select_only=case["workload"] == "ro",
                                max_tries=int(p["max_tries"]))

@@ -60,6 +60,7 @@ from ...datasets.tpch.plans import plan_shape, plan_workers
 from ...datasets.tpch.queries import SCAN_QUERIES, query_text
 from ...datasets.tpch.schema import PARTITION_KEY, PARTITIONED, column_list
 from ...errors import CaseError, UserError
+from ...evidence import Watched, flush_statistics
 from ...matrix import Case, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
@@ -139,10 +140,17 @@ class FileFdwTpch(Declared):
         if duck.get("checked"):
             tools["duckdb"] = duck["version"]
         facts["plans"] = {f"{q}:{st}:{la}": v for (q, la, st), v in plans.items()}
-        env.state.update(conns=conns, main=main, sizes=files.sizes(), shape=shape, plans=plans, answers=digests)
+        env.state.update(conns=conns, main=main, workers=workers, sizes=files.sizes(), shape=shape, plans=plans, answers=digests)
         return Setup(tools, facts)
 
     # -- one measurement --------------------------------------------------------------------
+    def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
+        """The coordinator, and for the scale-out layout the workers its foreign tables reach."""
+        main = [env.state["main"].watched("tpch", DB)]
+        if case["layout"] != "scaleout":
+            return main
+        return main + [w.watched(f"worker{k}", DB) for k, w in enumerate(env.state["workers"], 1)]
+
     def measure(self, env: StudyEnv, case: Case) -> dict:
         st, shape = env.state, env.state["shape"]
         q, storage, layout = case["queries"], case["storage"], case["layout"]
@@ -156,6 +164,7 @@ class FileFdwTpch(Declared):
             t0 = time.perf_counter()
             rows = conn.execute(query_text(q, shape.scale)).fetchall()
             seconds = time.perf_counter() - t0
+            flush_statistics(conn)   # a kept session: its statistics are the evidence's now, not in 10 s
         except psycopg.errors.QueryCanceled:
             raise CaseError(f"statement timeout ({shape.timeout} s)") from None
         except psycopg.Error as e:

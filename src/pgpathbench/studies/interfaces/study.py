@@ -36,6 +36,7 @@ from ...clients import require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES
 from ...errors import CaseError, UserError
+from ...evidence import Watched
 from ...matrix import Case, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
@@ -86,7 +87,7 @@ class Interfaces(Declared):
         versions = self._client_versions(env, conninfo)
         out_dir = env.servers.root
         out_dir.mkdir(parents=True, exist_ok=True)
-        env.state.update(conninfo=conninfo, reference=reference, jvm_options=shlex.split(p["jvm_options"]),
+        env.state.update(servers={LOCAL_ROLE: local, REMOTE_ROLE: remote}, conninfo=conninfo, reference=reference, jvm_options=shlex.split(p["jvm_options"]),
                          outfile=str(out_dir / f"iftest-{env.major}.out"))
         facts = {
             "database": DB, "tables": {t: {"rows": n, "copy_bytes": seed003.row_bytes(t, n)} for t, n in sizes.items()},
@@ -162,6 +163,10 @@ class Interfaces(Declared):
         return versions
 
     # -- one measurement --------------------------------------------------------------------
+    def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
+        role = REMOTE_ROLE if case["transport"] == "remote" else LOCAL_ROLE
+        return [env.state["servers"][role].watched(role, DB)]
+
     def measure(self, env: StudyEnv, case: Case) -> dict:
         p, st = env.options.params, env.state
         iface = case["interface"]

@@ -31,6 +31,7 @@ import psycopg
 from psycopg import sql
 
 from ...errors import CaseError, UserError
+from ...evidence import Watched, flush_statistics
 from ...matrix import Case, cross
 from ...servers import fdw
 from ...servers.cluster import SUPERUSER
@@ -121,6 +122,18 @@ class RemoteSampling(Declared):
                             f"{free / 1e9:.0f} GB are; use smaller --rows or another --workspace")
 
     # -- one measurement --------------------------------------------------------------------
+    def before_measure(self, env: StudyEnv, case: Case) -> None:
+        if case["test"] == "analyze" and case["analyze_sampling"] != "local":
+            _source(env).execute("SELECT pg_stat_statements_reset()")   # ANALYZE's remote SQL is read back
+
+    def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
+        """The server the query or ANALYZE runs on, and the source behind its foreign table."""
+        through_fdw = case["access"] == "fdw" if case["test"] == "sampling" else case["analyze_sampling"] != "local"
+        source = env.state["source"].watched("source", SOURCE_DB)
+        if not through_fdw:
+            return [source]
+        return [env.state["external"].watched("external", env.state["dbs"][case["latency"]]), source]
+
     def measure(self, env: StudyEnv, case: Case) -> dict:
         if case["test"] == "sampling":
             return self._measure_sampling(env, case)
@@ -140,6 +153,7 @@ class RemoteSampling(Declared):
         except psycopg.Error as e:
             raise CaseError(f"{query.as_string(conn)}: {e}".strip()) from None
         elapsed = time.perf_counter() - t0
+        flush_statistics(conn)   # a kept session: its statistics are the evidence's now, not in 10 s
         n = row_count(size)
         metrics = {"duration_ms": elapsed * 1000, "rows_table": n, "rows_sampled": sampled,
                    "rows_transferred": (n if method == "full" else sampled) if fdw_access else 0,
@@ -183,11 +197,10 @@ class RemoteSampling(Declared):
             if not local and int(case["pg"]) >= 16:
                 set_analyze_sampling(conn, table, mode)
             conn.execute(sql.SQL("SET default_statistics_target = {}").format(sql.Literal(int(case["stats_target"]))))
-            if not local:
-                _source(env).execute("SELECT pg_stat_statements_reset()")
             t0 = time.perf_counter()
             conn.execute(sql.SQL("ANALYZE VERBOSE {}").format(sql.Identifier(table)))
             elapsed = time.perf_counter() - t0
+            flush_statistics(conn)
         except psycopg.Error as e:
             raise CaseError(f"ANALYZE {table} ({mode}): {e}".strip()) from None
         finally:

@@ -1,0 +1,183 @@
+"""What every study's measurements carry beside their figures, tabled and drawn the same way for
+all: the latency distribution (percentiles per measurement, their medians over rounds), where the
+time went (CPU of the client and of each server, in cores, and the wait events the servers'
+backends were sampled in), what each server did (pg_stat_database, WAL, statements), and the
+per-second series. Read from the result model (Measurement.metrics, .evidence, .series).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Callable, Iterable
+
+from ..results.model import CaseResult, Measurement, StudyResult
+from ..stats import format_number, summarise
+from . import Plot, Point, Table
+
+PERCENTILES = (("p50", "latency_p50_ms", 50), ("p90", "latency_p90_ms", 90), ("p95", "latency_p95_ms", 95),
+               ("p99", "latency_p99_ms", 99), ("max", "latency_max_ms", 100))
+DATABASE_COUNTERS = ("xact_commit", "xact_rollback", "blks_hit", "blks_read", "tup_returned", "tup_fetched")
+TOP_WAITS = 3
+SERIES_CASES = 12        # small multiples of at most this many cases (the slowest first)
+
+
+def _cell(values: Iterable[float]) -> str:
+    """A median over rounds with its 95% interval, as the studies' tables print one."""
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return "—"
+    s = summarise(xs)
+    return format_number(s.median) + (f" {s.ci_text}" if s.n > 1 else "")
+
+
+def _per_round(case: CaseResult, figure: Callable[[Measurement], float | None]) -> list[float]:
+    return [v for m in case.ok if (v := figure(m)) is not None]
+
+
+# -- what the evidence says, per measurement ------------------------------------------------------
+def servers(m: Measurement) -> dict:
+    return (m.evidence or {}).get("servers", {})
+
+
+def roles(result: StudyResult) -> list[str]:
+    return list(dict.fromkeys(r for c in result.cases for m in c.ok for r in servers(m)))
+
+
+def wall_ms(m: Measurement) -> float | None:
+    return m.duration_s * 1000 if m.duration_s else None
+
+
+def client_cores(m: Measurement) -> float | None:
+    """The measured program's CPU over the measurement's wall time: cores it kept busy."""
+    cpu, wall = m.number("cpu_ms"), wall_ms(m)
+    return cpu / wall if cpu is not None and wall else None
+
+
+def server_cores(m: Measurement, role: str) -> float | None:
+    cpu, wall = servers(m).get(role, {}).get("cpu_ms"), wall_ms(m)
+    return (cpu["user"] + cpu["system"]) / wall if cpu and wall else None
+
+
+def wait_shares(case: CaseResult, role: str) -> dict[str, float]:
+    """The share of each wait event type over every sample of every round (samples pooled)."""
+    counts: dict[str, float] = defaultdict(float)
+    for m in case.ok:
+        waits = servers(m).get(role, {}).get("waits") or {}
+        for kind, share in (waits.get("shares") or {}).items():
+            counts[kind] += share * waits.get("samples", 0)
+    total = sum(counts.values())
+    return {k: v / total for k, v in sorted(counts.items(), key=lambda kv: -kv[1])} if total else {}
+
+
+def database_delta(m: Measurement, role: str, counter: str) -> float | None:
+    return servers(m).get(role, {}).get("database", {}).get(counter)
+
+
+# -- tables ---------------------------------------------------------------------------------------
+def latency_table(result: StudyResult) -> Table | None:
+    cases = [c for c in result.cases if c.values("latency_p50_ms")]
+    if not cases:
+        return None
+    rows = [[c.case_id, *(_cell(c.values(metric).values()) for _, metric, _ in PERCENTILES)] for c in cases]
+    return Table("Latency distribution, ms", ["case", *(name for name, _, _ in PERCENTILES)], rows,
+                 ["Each measurement's percentiles come from its own events (pgbench's per-transaction log; a "
+                  "client's histogram of iterations, 6.25% buckets); the table gives their median over rounds "
+                  "[95% CI]."])
+
+
+def time_table(result: StudyResult) -> Table | None:
+    """Where the time went: CPU of the client and each server in cores, the servers' waits."""
+    cases = [c for c in result.cases if any(servers(m) for m in c.ok)]
+    if not cases:
+        return None
+    names = roles(result)
+    rows = []
+    for c in cases:
+        row = [c.case_id, _cell(_per_round(c, wall_ms)), _cell(_per_round(c, client_cores))]
+        row += [_cell(_per_round(c, lambda m, r=r: server_cores(m, r))) for r in names]
+        row.append("; ".join(f"{r}: " + ", ".join(f"{k} {v:.0%}" for k, v in list(wait_shares(c, r).items())[:TOP_WAITS])
+                             for r in names if wait_shares(c, r)) or "—")
+        rows.append(row)
+    return Table("Where the time goes", ["case", "wall, ms", "client CPU, cores", *(f"{r} CPU, cores" for r in names),
+                                          "server backends' wait events (sampled)"], rows,
+                 ["CPU from the kernel: the client's (wait4) and each server's process group (/proc), over the "
+                  "measurement's wall time. Wait events: the case's client backends in pg_stat_activity, sampled "
+                  "every 50 ms; CPU = active without a wait event, Client = waiting for its client."],
+                 detail=(len(names) + 3,))
+
+
+def server_table(result: StudyResult) -> Table | None:
+    """What each server did per measurement (pg_stat_database, WAL, statements): medians over rounds."""
+    names = roles(result)
+    rows = []
+    for c in result.cases:
+        for r in names:
+            ms = [m for m in c.ok if r in servers(m)]
+            if not ms:
+                continue
+            cells = [_cell(v for m in ms if (v := database_delta(m, r, k)) is not None) for k in DATABASE_COUNTERS]
+            wal = _cell(v for m in ms if (v := servers(m)[r].get("wal", {}).get("wal_bytes")) is not None)
+            calls = _cell(sum(s["calls"] for s in servers(m)[r].get("statements", [])) for m in ms
+                          if "statements" in servers(m)[r])
+            rows.append([c.case_id, r, *cells, wal, calls])
+    if not rows:
+        return None
+    return Table("What the servers did, per measurement", ["case", "server", *DATABASE_COUNTERS, "WAL bytes",
+                                                            "statements"], rows,
+                 ["Deltas of pg_stat_database (the case's databases), pg_stat_wal and pg_stat_statements (calls) "
+                  "from before to after each measurement; median over rounds [95% CI]. Sections a server could not "
+                  "give are listed in the export's evidence.missing."], align_left=2, detail=(4, 5, 6, 7))
+
+
+def tables(result: StudyResult) -> list[Table]:
+    return [t for t in (latency_table(result), time_table(result), server_table(result)) if t is not None]
+
+
+# -- plots ----------------------------------------------------------------------------------------
+def quantile_plot(result: StudyResult) -> Plot | None:
+    cases = [c for c in result.cases if c.values("latency_p50_ms")]
+    if not cases:
+        return None
+    series = {}
+    for c in cases:
+        points = []
+        for _, metric, q in PERCENTILES:
+            s = summarise(list(c.values(metric).values()))
+            points.append(Point(float(q), s.median, s.ci_low, s.ci_high))
+        series[c.case_id] = points
+    return Plot("Latency distribution per case", "Percentile", "Latency, ms (log)", "line", series, log_y=True,
+                notes=["Median over rounds of each measurement's percentile; error bars: 95% CI."])
+
+
+def series_plots(result: StudyResult) -> list[Plot]:
+    """Small multiples: transactions per second over time, one chart per case, a line per round."""
+    cases = [c for c in result.cases if any(m.series for m in c.ok)]
+    cases.sort(key=lambda c: -(c.median("latency_ms") or 0))
+    plots = []
+    for c in cases[:SERIES_CASES]:
+        lines = {f"round {m.round}": [Point(float(p["t"]), float(p["tps"])) for p in m.series] for m in c.ok if m.series}
+        plots.append(Plot(f"TPS over time: {c.case_id}", "Seconds since the first transaction",
+                          "Transactions completed in that second", "line", lines))
+    return plots
+
+
+def time_plot(result: StudyResult) -> Plot | None:
+    """Where the time went, per case: cores kept busy by the client and by each server."""
+    table_cases = [c for c in result.cases if any(servers(m) for m in c.ok)]
+    if not table_cases:
+        return None
+    series: dict[str, list[Point]] = {"client": []}
+    for r in roles(result):
+        series[r] = []
+    for c in table_cases:
+        series["client"].append(Point(c.case_id, statistics.median(_per_round(c, client_cores) or [0.0])))
+        for r in roles(result):
+            series[r].append(Point(c.case_id, statistics.median(_per_round(c, lambda m: server_cores(m, r)) or [0.0])))
+    return Plot("Where the time goes: CPU per case", "Case", "Cores kept busy (CPU time / wall time)", "stacked",
+                series, notes=["Median over rounds; the rest of each wall second was spent waiting (see the "
+                               "wait events in the table)."])
+
+
+def plots(result: StudyResult) -> list[Plot]:
+    return [p for p in (quantile_plot(result), time_plot(result)) if p is not None] + series_plots(result)
