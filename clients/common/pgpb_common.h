@@ -1,7 +1,7 @@
 /*
  * What the C clients (pgpb_libpq, pgpb_odbc) share of clients/CONTRACT.md: the command line,
  * errors, the clock, the COPY-text rendering of rows, its checksum (the sum of every row's FNV-1a),
- * the output and the JSON line. Included once per client (everything is static); define CLIENT and USAGE first.
+ * the histogram of iteration times, the output and the JSON line. Included once per client (everything is static); define CLIENT and USAGE first.
  */
 #ifndef PGPB_COMMON_H
 #define PGPB_COMMON_H
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "pgpb_checksum.h"
+#include "pgpb_histogram.h"
 
 #define OUTBUF_SIZE (1 << 20) /* output is written in 1 MiB blocks, never per row; hashed per row */
 
@@ -29,6 +30,14 @@ static long long rows, nbytes;
 static uint64_t checksum;                   /* sum (mod 2^64) of the FNV-1a 64 of every finished row */
 static uint64_t row_hash = FNV_BASIS;       /* FNV-1a 64 of the row being hashed, so far */
 static double connect_s, exec_s, fetch_s;
+static double connect_began;                /* clock read that began the last connection */
+
+/* An iteration ended at the clock read `ended` (its last row read, its statement closed); it began
+ * with its query (the clock read `query_began`), or with -k 0 with its connection. */
+static inline void iteration_done(double query_began, double ended)
+{
+    hist_record(keep ? query_began : connect_began, ended);
+}
 
 static void usage_error(const char *fmt, ...)
 {
@@ -243,9 +252,11 @@ static void print_result(const char *client, const char *version, double total_s
 {
     printf("{\"client\":\"%s\",\"version\":\"%s\",\"mode\":\"%s\",\"iterations\":%ld,"
            "\"rows\":%lld,\"bytes\":%lld,\"checksum\":\"%016llx\",\"connect_s\":%.6f,\"exec_s\":%.6f,"
-           "\"fetch_s\":%.6f,\"total_s\":%.6f}\n",
+           "\"fetch_s\":%.6f,\"total_s\":%.6f,\"iteration_us\":",
            client, version, mode, iterations, rows, nbytes, (unsigned long long) checksum,
            connect_s, exec_s, fetch_s, total_s);
+    hist_print(stdout);
+    fputs("}\n", stdout);
 }
 
 #endif

@@ -30,7 +30,7 @@ static PGconn *db_connect(void)
     /* expand_dbname: CONNINFO is parsed as libpq would; client_encoding after it wins. */
     const char *const keys[] = {"dbname", "client_encoding", NULL};
     const char *const vals[] = {conninfo, "UTF8", NULL};
-    double t = now();
+    double t = connect_began = now();
     PGconn *c = PQconnectdbParams(keys, vals, 1);
     connect_s += now() - t;
     if (PQstatus(c) != CONNECTION_OK)
@@ -126,16 +126,19 @@ static double run_row_mode(PGconn *c, double t)
     return t;
 }
 
+/* One iteration's query: exec_s, fetch_s and (iteration_done) its time, from the same clock reads. */
 static void run_query(PGconn *c)
 {
-    double t = now();
+    double began = now(), t;
     if (mode_kind == M_NORMAL)
-        t = run_normal(c, t);
+        t = run_normal(c, began);
     else if (mode_kind == M_COPY)
-        t = run_copy(c, t);
+        t = run_copy(c, began);
     else
-        t = run_row_mode(c, t);
-    fetch_s += now() - t;
+        t = run_row_mode(c, began);
+    double ended = now();
+    fetch_s += ended - t;
+    iteration_done(began, ended);
 }
 
 static void parse_mode(void)

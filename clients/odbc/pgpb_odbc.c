@@ -128,7 +128,7 @@ static void no_system_odbcinst(void)
 static SQLHDBC db_connect(void)
 {
     SQLHDBC dbc;
-    double t = now();
+    double t = connect_began = now();
     SQLAllocHandle(SQL_HANDLE_DBC, env, &dbc);
     SQLRETURN rc = SQLDriverConnect(dbc, NULL, (SQLCHAR *) connstr, SQL_NTS, NULL, 0, NULL, SQL_DRIVER_NOPROMPT);
     connect_s += now() - t;
@@ -155,7 +155,7 @@ static void run_query(SQLHDBC dbc)
     SQLHSTMT st;
     SQLSMALLINT ncols;
     SQLRETURN rc;
-    double t = now();
+    double began = now(), t = began;
 
     SQLAllocHandle(SQL_HANDLE_STMT, dbc, &st);
     /* normal: returns with the whole result in the driver; cursor:N: after the first FETCH */
@@ -192,7 +192,9 @@ static void run_query(SQLHDBC dbc)
     if (rc != SQL_NO_DATA)
         server_error("SQLFetch failed", SQL_HANDLE_STMT, st);
     SQLFreeHandle(SQL_HANDLE_STMT, st); /* closes the cursor (and its transaction) */
-    fetch_s += now() - t;
+    double ended = now();
+    fetch_s += ended - t;
+    iteration_done(began, ended);
 }
 
 static void parse_mode(void)

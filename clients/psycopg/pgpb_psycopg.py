@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from time import perf_counter as now  # monotonic
 
+from pgpb_histogram import IterationHistogram  # beside this file (sys.path[0])
+
 CLIENT = "pgpb_psycopg"
 USAGE = (f"usage: {CLIENT} -c CONNINFO -s SQL [-k 0|1] [-n ITERATIONS] [-p 0|1] [-o DEST]\n"
          "       [-m normal|cursor:N|copy]   (see clients/CONTRACT.md)\n")
@@ -203,9 +205,11 @@ class Client:
         self.psycopg, self.opts, self.out, self.query = psycopg, opts, out, opts.query()
         self.rows = 0
         self.connect_s = self.exec_s = self.fetch_s = 0.0
+        self.connect_began = 0.0  # the perf_counter read that began the last connection
+        self.iteration_us = IterationHistogram()
 
     def connect(self):
-        t = now()
+        t = self.connect_began = now()
         try:
             # Named cursors need a transaction; the other modes run like libpq's, in autocommit.
             conn = self.psycopg.connect(self.opts.conninfo, client_encoding="UTF8",
@@ -228,9 +232,14 @@ class Client:
             conn.close()
 
     def run_query(self, conn) -> None:
+        """One iteration's query: exec_s, fetch_s and its iteration time, from the same clock reads."""
         read = {"normal": self._normal, "copy": self._copy}.get(self.opts.mode, self._cursor)
-        t = read(conn, now())  # when the rows began to be read
-        self.fetch_s += now() - t
+        began = now()
+        t = read(conn, began)  # when the rows began to be read
+        ended = now()
+        self.fetch_s += ended - t
+        # -k 0: the iteration began with its connection
+        self.iteration_us.record(began if self.opts.keep else self.connect_began, ended)
 
     def _executed(self, t: float) -> float:
         """The query returned (exec_s); reading its rows begins now."""
@@ -287,7 +296,8 @@ def print_result(psycopg, client: Client, total_s: float) -> None:
     sys.stdout.write(
         f'{{"client":"psycopg","version":"{version}","mode":"{o.mode}","iterations":{o.iterations},'
         f'"rows":{c.rows},"bytes":{c.out.nbytes},"checksum":"{c.out.checksum:016x}",'
-        f'"connect_s":{c.connect_s:.6f},"exec_s":{c.exec_s:.6f},"fetch_s":{c.fetch_s:.6f},"total_s":{total_s:.6f}}}\n')
+        f'"connect_s":{c.connect_s:.6f},"exec_s":{c.exec_s:.6f},"fetch_s":{c.fetch_s:.6f},"total_s":{total_s:.6f},'
+        f'"iteration_us":{c.iteration_us.json()}}}\n')
 
 
 def main(argv: list[str]) -> int:

@@ -17,6 +17,7 @@ program a study measures (psql, pgbench).
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import math
 import os
@@ -34,7 +35,8 @@ TOOLS = REPO / ".tools" / "clients"
 
 # Keys of the client's JSON, in the contract's order.
 KEYS = ("client", "version", "mode", "iterations", "rows", "bytes", "checksum", "connect_s", "exec_s",
-        "fetch_s", "total_s")
+        "fetch_s", "total_s", "iteration_us")
+ITERATION_KEYS = ("min", "max", "hist")
 TIMES = ("connect_s", "exec_s", "fetch_s", "total_s")
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
@@ -112,7 +114,8 @@ class _Pairs(list):
 
 
 def parse_client_json(stdout: str, client: str, mode: str, iterations: int) -> dict:
-    """The client's JSON object, checked against the contract and against what was asked."""
+    """The client's JSON object, checked against the contract and against what was asked; its
+    iteration_us becomes a dict {"min", "max", "hist": [[LOWER, COUNT], ...]} (see _iteration_us)."""
     lines = [line for line in stdout.splitlines() if line.strip()]
     if len(lines) != 1:
         raise ClientOutputError(f"{client}: expected one JSON line on stdout, got {len(lines)}: {stdout[:200]!r}")
@@ -149,6 +152,7 @@ def parse_client_json(stdout: str, client: str, mode: str, iterations: int) -> d
             raise fail(f"{k} is not a number of seconds >= 0")
     if out["connect_s"] + out["exec_s"] + out["fetch_s"] > out["total_s"] + ROUNDING_SLACK_S:
         raise fail("connect_s + exec_s + fetch_s exceed total_s")
+    out["iteration_us"] = _iteration_us(out["iteration_us"], out["iterations"], fail)
     return out
 
 
@@ -158,6 +162,70 @@ def _is_int(v) -> bool:
 
 def _is_number(v) -> bool:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def _load_histogram():
+    """clients/psycopg/pgpb_histogram.py: the contract's bucket function in Python, the psycopg client's own."""
+    spec = importlib.util.spec_from_file_location("pgpb_histogram", REPO / "clients" / "psycopg" / "pgpb_histogram.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_histogram = _load_histogram()
+bucket = _histogram.bucket                # v -> LOWER of v's bucket
+bucket_width = _histogram.bucket_width    # LOWER -> how many whole microseconds the bucket holds
+
+
+def _iteration_us(value, iterations: int, fail) -> dict:
+    """The contract's iteration_us, checked: {"min": int, "max": int, "hist": [[LOWER, COUNT], ...]}
+    with LOWER a bucket's lower bound, ascending, counts >= 1 adding up to iterations, min <= max,
+    min in the first bucket and max in the last."""
+    if not isinstance(value, _Pairs) or tuple(k for k, _ in value) != ITERATION_KEYS:
+        raise fail(f"iteration_us is not an object with keys {', '.join(ITERATION_KEYS)} in that order")
+    h = dict(value)
+    if not all(_is_int(h[k]) and h[k] >= 0 for k in ("min", "max")) or h["min"] > h["max"]:
+        raise fail("iteration_us min and max are not whole numbers with 0 <= min <= max")
+    hist = h["hist"]
+    if not isinstance(hist, list) or not all(isinstance(b, list) and len(b) == 2 and all(map(_is_int, b))
+                                            for b in hist):
+        raise fail("iteration_us hist is not a list of [LOWER, COUNT] pairs of whole numbers")
+    if not hist or any(lower < 0 or bucket(lower) != lower or count < 1 for lower, count in hist):
+        raise fail("iteration_us hist has a LOWER that starts no bucket, or a COUNT < 1")
+    if any(a[0] >= b[0] for a, b in zip(hist, hist[1:])):
+        raise fail("iteration_us hist is not ascending by LOWER")
+    if sum(count for _, count in hist) != iterations:
+        raise fail(f"iteration_us counts add up to {sum(c for _, c in hist)}, not the {iterations} iterations")
+    if bucket(h["min"]) != hist[0][0] or bucket(h["max"]) != hist[-1][0]:
+        raise fail("iteration_us min is not in the first bucket or max not in the last")
+    return h
+
+
+PERCENTILES = (50, 90, 95, 99)
+
+
+def iteration_percentiles(iteration_us: dict) -> dict:
+    """latency_p50_ms, latency_p90_ms, latency_p95_ms, latency_p99_ms and latency_max_ms (float
+    milliseconds) of a client's iteration_us (as parse_client_json returns it).
+
+    The p-th percentile is the nearest-rank value: the k-th smallest iteration time with
+    k = ceil(p / 100 * N), N the number of iterations. The histogram holds it only to its bucket,
+    so it is reported as the midpoint of the whole microseconds that bucket holds,
+    LOWER + (width - 1) / 2 (exact for buckets of width 1, i.e. below 32 µs; otherwise within
+    3.125% of the value), clipped to [min, max]. The maximum is exact (max)."""
+    hist, lo, hi = iteration_us["hist"], iteration_us["min"], iteration_us["max"]
+    n = sum(count for _, count in hist)
+    out = {}
+    for p in PERCENTILES:
+        rank, seen = max(1, -(-p * n // 100)), 0   # ceil(p * n / 100), in integers
+        for lower, count in hist:
+            seen += count
+            if seen >= rank:
+                break
+        mid = lower + (bucket_width(lower) - 1) / 2
+        out[f"latency_p{p}_ms"] = min(max(mid, lo), hi) / 1000
+    out["latency_max_ms"] = hi / 1000
+    return out
 
 
 # -- running one client -------------------------------------------------------------------------

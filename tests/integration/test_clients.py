@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import REPO, contract_checksum
-from pgpathbench.clients import session_env
+from pgpathbench.clients import bucket, bucket_width, iteration_percentiles, session_env
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
 from pgpathbench.servers.cluster import Cluster, free_port
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 TOOLS = REPO / ".tools" / "clients"
 KEYS = ["client", "version", "mode", "iterations", "rows", "bytes", "checksum", "connect_s", "exec_s",
-        "fetch_s", "total_s"]
+        "fetch_s", "total_s", "iteration_us"]
 # client -> (command, modes, transports). cursor:333 leaves a short last batch of 2000 rows.
 CLIENTS = {
     "libpq": ([str(TOOLS / "pgpb_libpq")], ["normal", "single-row", "copy"], ["unix", "tcp"]),
@@ -224,6 +224,35 @@ def test_timings_add_up(results):
         assert min(out["connect_s"], out["exec_s"], out["fetch_s"]) >= 0 and out["connect_s"] > 0, key
         # connect, exec and fetch are disjoint parts of the whole (6 decimals each: rounding slack)
         assert out["connect_s"] + out["exec_s"] + out["fetch_s"] <= out["total_s"] + 4e-6, key
+
+
+def test_iteration_histograms_are_consistent(results):
+    """iteration_us (clients/CONTRACT.md "Iteration times"): one count per iteration, in valid
+    buckets, min and max in the first and last; the iterations are disjoint parts of total_s (not
+    connect_s with -k 1) and hold every exec_s (and connect_s with -k 0); the percentiles of the
+    -n 20 loops are ordered."""
+    loops = 0
+    for key, (pairs, _, _) in results.items():
+        out, keep = dict(pairs), key[4] == "1"
+        assert [k for k, _ in out["iteration_us"]] == ["min", "max", "hist"], key
+        h = dict(out["iteration_us"])
+        lowers, counts = [lo for lo, _ in h["hist"]], [n for _, n in h["hist"]]
+        assert sum(counts) == out["iterations"] and min(counts) >= 1, key
+        assert lowers == sorted(set(lowers)) and all(bucket(lo) == lo for lo in lowers), key
+        assert 0 < h["min"] <= h["max"] and bucket(h["min"]) == lowers[0] and bucket(h["max"]) == lowers[-1], key
+        # whole µs, truncated (1 µs each at most, beside the 6 decimals of the seconds)
+        slack_us = 4 + out["iterations"]
+        at_least = sum(lo * n for lo, n in h["hist"])
+        at_most = sum((lo + bucket_width(lo)) * n for lo, n in h["hist"])
+        assert at_least <= (out["total_s"] - (out["connect_s"] if keep else 0)) * 1e6 + slack_us, key
+        assert at_most + slack_us >= (out["exec_s"] + (0 if keep else out["connect_s"])) * 1e6, key
+        if out["iterations"] == 20:
+            p = iteration_percentiles(h)
+            assert p["latency_p50_ms"] <= p["latency_p90_ms"] <= p["latency_p95_ms"] <= p["latency_p99_ms"] \
+                <= p["latency_max_ms"] == h["max"] / 1000, key
+            assert p["latency_p50_ms"] >= h["min"] / 1000, key
+            loops += 1
+    assert loops == len(results) // 2
 
 
 def sessions(server: Cluster, dbname: str) -> int:

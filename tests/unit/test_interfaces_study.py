@@ -420,7 +420,11 @@ def test_published_rankings_are_the_slides():
 
 # -- the clients' JSON ---------------------------------------------------------------------------
 GOOD = {"client": "libpq", "version": "libpq 15.18", "mode": "copy", "iterations": 2, "rows": 4, "bytes": 100,
-        "checksum": "0123456789abcdef", "connect_s": 0.001, "exec_s": 0.002, "fetch_s": 0.003, "total_s": 0.006}
+        "checksum": "0123456789abcdef", "connect_s": 0.001, "exec_s": 0.002, "fetch_s": 0.003, "total_s": 0.006,
+        "iteration_us": {"min": 2900, "max": 2950, "hist": [[2816, 1], [2944, 1]]}}
+
+
+ONE_ITERATION = {"min": 5000, "max": 5000, "hist": [[4864, 1]]}
 
 
 def line(**changes) -> str:
@@ -504,7 +508,7 @@ def test_run_native_client_maps_failures_to_case_errors(tmp_path, monkeypatch):
                     "  usage) echo 'pgpb_libpq: -k: bad' >&2; exit 2 ;;\n"
                     "  server) echo 'pgpb_libpq: query failed: ERROR: boom' >&2; exit 3 ;;\n"
                     "  garbage) echo 'hello'; exit 0 ;;\n"
-                    f"  *) echo '{json.dumps({**GOOD, 'mode': 'normal', 'iterations': 1})}' ;;\n"
+                    f"  *) echo '{json.dumps({**GOOD, 'mode': 'normal', 'iterations': 1, 'iteration_us': ONE_ITERATION})}' ;;\n"
                     "esac\n")
     fake.chmod(0o755)
     monkeypatch.setattr(clients, "TOOLS", tmp_path)

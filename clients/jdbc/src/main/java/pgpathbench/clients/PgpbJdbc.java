@@ -53,6 +53,8 @@ public final class PgpbJdbc {
     static long checksum;            // sum (mod 2^64) of the FNV-1a 64 of every finished row
     static long rowHash = FNV_BASIS; // FNV-1a 64 of the row being hashed, so far
     static double connectS, execS, fetchS;
+    static long connectBegan; // System.nanoTime that began the last connection
+    static final IterationHistogram iterationUs = new IterationHistogram();
     static String phase = "connection failed"; // what an SQLException means: set before each step
 
     static long parseLong(String opt, String s, long min, long max) throws Usage {
@@ -270,16 +272,17 @@ public final class PgpbJdbc {
     // ---- the driver -----------------------------------------------------------------------------
     static Connection connect() throws SQLException {
         phase = "connection failed";
-        long t = System.nanoTime();
+        long t = connectBegan = System.nanoTime();
         Connection c = DriverManager.getConnection(url, props);
         if (cursorRows > 0) c.setAutoCommit(false); // pgjdbc uses a cursor only inside a transaction
         connectS += (System.nanoTime() - t) / 1e9;
         return c;
     }
 
+    /** One iteration's query: execS, fetchS and its iteration time, from the same clock reads. */
     static void runQuery(Connection c) throws SQLException, IOException {
         phase = "query failed";
-        long t = System.nanoTime();
+        long began = System.nanoTime(), t = began;
         if (copyMode) {
             CopyOut copy = c.unwrap(PGConnection.class).getCopyAPI().copyOut(query); // at CopyOutResponse
             execS += (System.nanoTime() - t) / 1e9;
@@ -311,7 +314,9 @@ public final class PgpbJdbc {
             }
             if (cursorRows > 0) c.commit();
         }
-        fetchS += (System.nanoTime() - t) / 1e9;
+        long ended = System.nanoTime();
+        fetchS += (ended - t) / 1e9;
+        iterationUs.record(keep == 1 ? began : connectBegan, ended); // -k 0: the iteration began with its connect
     }
 
     static void parseArgs(String[] args) throws Usage {
@@ -373,8 +378,9 @@ public final class PgpbJdbc {
         String version = "pgjdbc " + DriverInfo.DRIVER_VERSION + " (Java " + Runtime.version() + ")";
         System.out.print(String.format(Locale.ROOT,
                 "{\"client\":\"jdbc\",\"version\":\"%s\",\"mode\":\"%s\",\"iterations\":%d,\"rows\":%d,\"bytes\":%d,"
-                        + "\"checksum\":\"%016x\",\"connect_s\":%.6f,\"exec_s\":%.6f,\"fetch_s\":%.6f,\"total_s\":%.6f}\n",
-                version, mode, iterations, rows, nbytes, checksum, connectS, execS, fetchS, totalS));
+                        + "\"checksum\":\"%016x\",\"connect_s\":%.6f,\"exec_s\":%.6f,\"fetch_s\":%.6f,\"total_s\":%.6f,"
+                        + "\"iteration_us\":%s}\n",
+                version, mode, iterations, rows, nbytes, checksum, connectS, execS, fetchS, totalS, iterationUs.json()));
         System.out.flush();
     }
 
