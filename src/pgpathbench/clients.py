@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .errors import CaseError, UserError
+from .metrics import Metric
 from .tools.spawn import MEASURE, spawn_measured
 
 REPO = Path(__file__).resolve().parents[2]
@@ -202,6 +203,13 @@ def _iteration_us(value, iterations: int, fail) -> dict:
 
 
 PERCENTILES = (50, 90, 95, 99)
+# What iteration_percentiles() gives a study, declared once (for loops of more than one iteration).
+ITERATION_METRICS = tuple(
+    Metric(f"latency_{name}_ms", "ms", "lower", f"{text} of one iteration's wall time, from the client's histogram "
+           "of iterations (nearest rank, midpoint of its 6.25% bucket)")
+    for name, text in (("p50", "median"), ("p90", "90th percentile"), ("p95", "95th percentile"),
+                       ("p99", "99th percentile"))) + (
+    Metric("latency_max_ms", "ms", "lower", "the longest iteration's wall time (exact)"),)
 
 
 def iteration_percentiles(iteration_us: dict) -> dict:

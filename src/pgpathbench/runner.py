@@ -36,7 +36,7 @@ from .servers.binaries import PgBinaries
 from .servers.topology import Servers
 from .store import ResultsStore
 from .studies import get as get_study
-from .studies.base import StudyEnv, StudyOptions
+from .studies.base import StudyEnv, StudyOptions, evidence_on
 from .workspace import Workspace
 
 
@@ -266,7 +266,7 @@ class Runner:
         study.before_measure(env, case)
         evidence = None
         try:
-            with collected(study.watched(env, case)) as evidence:
+            with collected(study.watched(env, case) if evidence_on(env.options) else []) as evidence:
                 t0 = time.perf_counter()
                 try:
                     metrics = study.measure(env, case)

@@ -9,14 +9,15 @@ DATA = {
     "servers": {
         "source": {
             "statements": [
-                {"query": "FETCH 100 FROM c1", "calls": 30, "rows": 2950, "exec_ms": 4.0},
-                {"query": "DECLARE c1 CURSOR FOR SELECT a FROM t", "calls": 10, "rows": 0, "exec_ms": 1.0},
-                {"query": "  fetch 50 FROM c2", "calls": 10, "rows": 50, "exec_ms": 0.5},
+                {"query": "FETCH 100 FROM c1", "calls": 30, "rows": 2950, "exec_ms": 4.0, "database": "src"},
+                {"query": "DECLARE c1 CURSOR FOR SELECT a FROM t", "calls": 10, "rows": 0, "exec_ms": 1.0,
+                 "database": "src"},
+                {"query": "  fetch 50 FROM c2", "calls": 10, "rows": 50, "exec_ms": 0.5, "database": "other"},
             ],
             "cpu_ms": {"user": 120.0, "system": 30.0},
         },
         "external": {
-            "statements": [{"query": "SELECT * FROM ft", "calls": 5, "rows": 500, "exec_ms": 9.0}],
+            "statements": [{"query": "SELECT * FROM ft", "calls": 5, "rows": 500, "exec_ms": 9.0, "database": "ext"}],
         },
         "remote": {"cpu_ms": {"user": 0.0, "system": 10.0}},
     },
@@ -48,7 +49,9 @@ def test_empty_record():
 
 
 def test_remote_metrics_of_one_role():
-    assert remote_metrics(DATA, "source", 10) == {"remote_statements": 50, "remote_statements_per_txn": 5.0,
-                                                  "remote_rows_per_fetch": pytest.approx(75.0)}
-    assert remote_metrics(DATA, "external", None) == {"remote_statements": 5}
-    assert remote_metrics(DATA, "remote", 10) == {}
+    assert remote_metrics(DATA, "source", "src", 10) == {
+        "remote_statements": 40, "remote_statements_per_txn": 4.0, "remote_rows_per_fetch": pytest.approx(2950 / 30)}
+    assert remote_metrics(DATA, "source", "other", 10) == {"remote_statements": 10, "remote_statements_per_txn": 1.0,
+                                                           "remote_rows_per_fetch": 5.0}
+    assert remote_metrics(DATA, "external", "nowhere", None) == {"remote_statements": 0}
+    assert remote_metrics(DATA, "remote", "src", 10) == {}

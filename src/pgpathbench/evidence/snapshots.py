@@ -67,7 +67,7 @@ def _statements_schema(conn: psycopg.Connection) -> str:
 
 def read_statements(conn: psycopg.Connection, version: int, databases: Sequence[str],
                     with_text: bool = True) -> dict:
-    """queryid:dbid:userid -> [query, calls, rows, exec_ms] for statements in `databases`.
+    """queryid:dbid:userid -> [query, calls, rows, exec_ms, database] for statements in `databases`.
 
     Rows sharing a key (top-level and nested, with pg_stat_statements.track = all) are summed.
     The text is read only when asked: the before-snapshot needs none, and reading it is the
@@ -77,18 +77,18 @@ def read_statements(conn: psycopg.Connection, version: int, databases: Sequence[
     exec_col = "total_exec_time" if version >= 130000 else "total_time"
     text = "query" if with_text else "NULL::text"
     rows = conn.execute(
-        f"{MARK}SELECT queryid, dbid, userid, {text}, calls, rows, {exec_col} "
-        f"FROM {schema}.pg_stat_statements(%s) WHERE queryid IS NOT NULL "
-        "AND dbid IN (SELECT oid FROM pg_database WHERE datname = ANY(%s))",
+        f"{MARK}SELECT queryid, dbid, userid, {text}, calls, rows, {exec_col}, d.datname "
+        f"FROM {schema}.pg_stat_statements(%s) s JOIN pg_database d ON d.oid = s.dbid "
+        "WHERE queryid IS NOT NULL AND d.datname = ANY(%s)",
         (with_text, list(databases))).fetchall()
     out: dict[str, list] = {}
-    for queryid, dbid, userid, query, calls, nrows, ms in rows:
+    for queryid, dbid, userid, query, calls, nrows, ms, datname in rows:
         key = f"{queryid}:{dbid}:{userid}"
         if key in out:
             prev = out[key]
-            out[key] = [prev[0] or query, prev[1] + calls, prev[2] + nrows, prev[3] + ms]
+            out[key] = [prev[0] or query, prev[1] + calls, prev[2] + nrows, prev[3] + ms, datname]
         else:
-            out[key] = [query, int(calls), int(nrows), float(ms)]
+            out[key] = [query, int(calls), int(nrows), float(ms), datname]
     return out
 
 
@@ -106,21 +106,25 @@ def statement_deltas(before: dict, after: dict) -> list[dict]:
     whole of what ran since.
     """
     out = []
-    for key, (query, calls, nrows, ms) in after.items():
+    for key, (query, calls, nrows, ms, database) in after.items():
         if query is None or MARK_TEXT in query:
             continue
         prev = before.get(key)
         if prev is not None and prev[1] <= calls:
             calls, nrows, ms = calls - prev[1], nrows - prev[2], ms - prev[3]
         if calls > 0:
-            out.append({"query": query, "calls": calls, "rows": nrows, "exec_ms": round(ms, 3)})
+            out.append({"query": query, "calls": calls, "rows": nrows, "exec_ms": round(ms, 3), "database": database})
     out.sort(key=lambda s: (-s["calls"], s["query"]))
     return out
 
 
-def statement_totals(statements: list[dict]) -> dict:
-    """Every statement's calls and rows summed, and the FETCHes' apart (a cursor's batches)."""
-    fetches = [s for s in statements if s["query"].lstrip().upper().startswith("FETCH")]
-    return {"distinct": len(statements), "calls": sum(s["calls"] for s in statements),
-            "rows": sum(s["rows"] for s in statements), "fetch_calls": sum(s["calls"] for s in fetches),
-            "fetch_rows": sum(s["rows"] for s in fetches)}
+def statement_totals(statements: list[dict]) -> dict[str, dict]:
+    """Per database: every statement's calls and rows summed, and the FETCHes' apart (a cursor's batches)."""
+    out = {}
+    for db in dict.fromkeys(s.get("database") for s in statements):
+        of_db = [s for s in statements if s.get("database") == db]
+        fetches = [s for s in of_db if s["query"].lstrip().upper().startswith("FETCH")]
+        out[db] = {"distinct": len(of_db), "calls": sum(s["calls"] for s in of_db),
+                   "rows": sum(s["rows"] for s in of_db), "fetch_calls": sum(s["calls"] for s in fetches),
+                   "fetch_rows": sum(s["rows"] for s in fetches)}
+    return out

@@ -15,10 +15,21 @@ REMOTE_METRICS = (
 )
 
 
-def summary(evidence_data: dict, transactions: int | None = None) -> dict:
+def _totals(server: dict, database: str | None) -> dict | None:
+    """The statement totals of one database of a server, or of all it watched (database None)."""
+    if "statement_totals" not in server:
+        return None
+    by_db = server["statement_totals"]
+    if database is not None:
+        return by_db.get(database, {"calls": 0, "rows": 0, "fetch_calls": 0, "fetch_rows": 0})
+    keys = ("calls", "rows", "fetch_calls", "fetch_rows")
+    return {k: sum(t[k] for t in by_db.values()) for k in keys}
+
+
+def summary(evidence_data: dict, transactions: int | None = None, database: str | None = None) -> dict:
     """Figures per role, from the sections each server gave (a missing section gives no figure).
 
-    remote_statements: calls summed over every statement of the role's databases;
+    remote_statements: calls summed over every statement of the role's databases (or of `database`);
     statements_per_txn: remote_statements / transactions, when transactions is given (> 0);
     rows_per_call: rows / calls over statements starting with FETCH (cursor batches), if any ran;
     server_cpu_ms: user + system CPU of the server's process group.
@@ -27,7 +38,7 @@ def summary(evidence_data: dict, transactions: int | None = None) -> dict:
     if transactions:
         out["statements_per_txn"] = {}
     for role, server in evidence_data.get("servers", {}).items():
-        totals = server.get("statement_totals")
+        totals = _totals(server, database)
         if totals is not None:
             out["remote_statements"][role] = totals["calls"]
             if transactions:
@@ -40,9 +51,10 @@ def summary(evidence_data: dict, transactions: int | None = None) -> dict:
     return out
 
 
-def remote_metrics(evidence_data: dict, role: str, transactions: int | None) -> dict:
-    """REMOTE_METRICS of one measurement, as read on the server in `role` (none if it could not tell)."""
-    figures = summary(evidence_data, transactions)
+def remote_metrics(evidence_data: dict, role: str, database: str, transactions: int | None) -> dict:
+    """REMOTE_METRICS of one measurement: the statements of `database` on the server in `role`
+    (none if it could not tell)."""
+    figures = summary(evidence_data, transactions, database)
     out = {}
     if role in figures["remote_statements"]:
         out["remote_statements"] = figures["remote_statements"][role]

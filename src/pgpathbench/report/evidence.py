@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import Callable, Iterable
 
 from ..results.model import CaseResult, Measurement, StudyResult
-from ..stats import format_number, summarise
+from ..stats import summarise
 from . import Plot, Point, Table
 
 PERCENTILES = (("p50", "latency_p50_ms", 50), ("p90", "latency_p90_ms", 90), ("p95", "latency_p95_ms", 95),
@@ -22,13 +22,15 @@ TOP_WAITS = 3
 SERIES_CASES = 12        # small multiples of at most this many cases (the slowest first)
 
 
-def _cell(values: Iterable[float]) -> str:
-    """A median over rounds with its 95% interval, as the studies' tables print one."""
+def _cell(values: Iterable[float]) -> float | None:
+    """The median over rounds (None: no round gave the figure)."""
     xs = [v for v in values if v is not None]
-    if not xs:
-        return "—"
-    s = summarise(xs)
-    return format_number(s.median) + (f" {s.ci_text}" if s.n > 1 else "")
+    return statistics.median(xs) if xs else None
+
+
+def _ci(values: Iterable[float]) -> str:
+    xs = [v for v in values if v is not None]
+    return summarise(xs).ci_text if xs else "—"
 
 
 def _per_round(case: CaseResult, figure: Callable[[Measurement], float | None]) -> list[float]:
@@ -79,11 +81,12 @@ def latency_table(result: StudyResult) -> Table | None:
     cases = [c for c in result.cases if c.values("latency_p50_ms")]
     if not cases:
         return None
-    rows = [[c.case_id, *(_cell(c.values(metric).values()) for _, metric, _ in PERCENTILES)] for c in cases]
-    return Table("Latency distribution, ms", ["case", *(name for name, _, _ in PERCENTILES)], rows,
+    rows = [[c.case_id, *(_cell(c.values(metric).values()) for _, metric, _ in PERCENTILES),
+             _ci(c.values("latency_p99_ms").values()), len(c.values("latency_p50_ms"))] for c in cases]
+    return Table("Latency distribution, ms", ["case", *(name for name, _, _ in PERCENTILES), "p99 95% CI", "n"], rows,
                  ["Each measurement's percentiles come from its own events (pgbench's per-transaction log; a "
-                  "client's histogram of iterations, 6.25% buckets); the table gives their median over rounds "
-                  "[95% CI]."])
+                  "client's histogram of iterations, 6.25% buckets); the table gives their median over the n "
+                  "rounds."], detail=(6,))
 
 
 def time_table(result: StudyResult) -> Table | None:
@@ -101,8 +104,8 @@ def time_table(result: StudyResult) -> Table | None:
         rows.append(row)
     return Table("Where the time goes", ["case", "wall, ms", "client CPU, cores", *(f"{r} CPU, cores" for r in names),
                                           "server backends' wait events (sampled)"], rows,
-                 ["CPU from the kernel: the client's (wait4) and each server's process group (/proc), over the "
-                  "measurement's wall time. Wait events: the case's client backends in pg_stat_activity, sampled "
+                 ["Medians over rounds. CPU from the kernel: the client's (wait4) and each server's process group "
+                  "(/proc), over the measurement's wall time. Wait events: the case's client backends in pg_stat_activity, sampled "
                   "every 50 ms; CPU = active without a wait event, Client = waiting for its client."],
                  detail=(len(names) + 3,))
 
@@ -126,7 +129,7 @@ def server_table(result: StudyResult) -> Table | None:
     return Table("What the servers did, per measurement", ["case", "server", *DATABASE_COUNTERS, "WAL bytes",
                                                             "statements"], rows,
                  ["Deltas of pg_stat_database (the case's databases), pg_stat_wal and pg_stat_statements (calls) "
-                  "from before to after each measurement; median over rounds [95% CI]. Sections a server could not "
+                  "from before to after each measurement; median over rounds. Sections a server could not "
                   "give are listed in the export's evidence.missing."], align_left=2, detail=(4, 5, 6, 7))
 
 

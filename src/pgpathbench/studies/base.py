@@ -48,6 +48,21 @@ def links_requested(options: "StudyOptions") -> bool:
 PG = Dimension("pg", "PostgreSQL major version of the managed servers (15: Debian; 16, 17, 18: Maven Central)",
                ("15", "16", "17", "18"))
 
+def _on_off(text: str) -> str:
+    if text not in ("on", "off"):
+        raise ValueError("on or off")
+    return text
+
+
+# Shared by every study: whether each measurement carries its evidence (evidence/, pgbench's log).
+EVIDENCE = Parameter("evidence", "collect each measurement's evidence: what the servers did (statistics, "
+                     "CPU, wait events) and pgbench's per-transaction log (on, off)", _on_off, "on")
+
+
+def evidence_on(options: "StudyOptions") -> bool:
+    return options.params.get("evidence", "on") == "on"   # runs stored before it existed collected none
+
+
 BANDWIDTH = Parameter("bandwidth", "bandwidth limit of emulated links, each direction (e.g. 1gbit, 100mbit)",
                       parse_bandwidth)
 

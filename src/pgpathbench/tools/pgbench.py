@@ -96,22 +96,20 @@ class TimedRun:
                 "-h", self.host, "-p", str(self.port), "-U", self.user, self.dbname]
 
 
-def run(pgbench: Path | str, spec: TimedRun) -> dict:
+def run(pgbench: Path | str, spec: TimedRun, log: bool = True) -> dict:
     """Run it, measured; its figures, its log's and its process's, and under "series" (not a
     metric: a list) its successful transactions per second (pgbench_log.per_second). CaseError if
     it fails or hangs, or if its log does not hold every transaction it counted.
 
     The per-transaction log goes to a private directory on tmpfs (pgbench_log.make_log_dir),
-    removed whatever happens; pgbench is dead by then (spawn_measured kills it on any way out)."""
+    removed whatever happens; pgbench is dead by then (spawn_measured kills it on any way out).
+    log=False: no log, hence no percentiles and no series (pgbench's printed figures only)."""
+    if not log:
+        m = _spawn(pgbench, spec, None)
+        return {**parse_output(m.stdout), **process_figures(m, "wall_ms")}
     logdir = pgbench_log.make_log_dir()
     try:
-        m = spawn_measured(spec.command(pgbench, logdir / pgbench_log.FILE_PREFIX), timeout=spec.timeout_s,
-                           env={**os.environ, "PGAPPNAME": APPLICATION_NAME})
-        if m.timed_out:
-            raise CaseError(f"pgbench did not finish within {spec.timeout_s} s")
-        if m.returncode != 0:
-            lines = [line for line in m.stderr.splitlines() if line.strip()]
-            raise CaseError(f"pgbench exit {m.returncode}: {lines[-1] if lines else 'no message'}")
+        m = _spawn(pgbench, spec, logdir / pgbench_log.FILE_PREFIX)
         figures = parse_output(m.stdout)
         try:
             log = pgbench_log.read_transaction_log(logdir)
@@ -124,6 +122,18 @@ def run(pgbench: Path | str, spec: TimedRun) -> dict:
                         f"{log.successful} successful ones")
     return {**figures, **pgbench_log.latency_figures(log), **process_figures(m, "wall_ms"),
             "series": pgbench_log.per_second(log)}
+
+
+def _spawn(pgbench: Path | str, spec: TimedRun, log_prefix: Path | None):
+    """pgbench run to its end through the measured spawn; CaseError if it failed or hung."""
+    m = spawn_measured(spec.command(pgbench, log_prefix), timeout=spec.timeout_s,
+                       env={**os.environ, "PGAPPNAME": APPLICATION_NAME})
+    if m.timed_out:
+        raise CaseError(f"pgbench did not finish within {spec.timeout_s} s")
+    if m.returncode != 0:
+        lines = [line for line in m.stderr.splitlines() if line.strip()]
+        raise CaseError(f"pgbench exit {m.returncode}: {lines[-1] if lines else 'no message'}")
+    return m
 
 
 def parse_output(stdout: str) -> dict:

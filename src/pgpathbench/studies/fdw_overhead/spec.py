@@ -10,12 +10,12 @@ seed 000's Snippet 2), over the direct path or an emulated link per --latency.
 from __future__ import annotations
 
 from ... import validate
-from ...matrix import Dimension, Parameter, Preset, positive_int
 from ...evidence import REMOTE_METRICS
+from ...matrix import Dimension, Parameter, Preset, positive_int
 from ...metrics import catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
-from ..base import Vocabulary, BANDWIDTH, LATENCY, PG
+from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
 REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
@@ -58,6 +58,7 @@ PARAMETERS = {
     "isolation": Parameter("isolation", "default_transaction_isolation on every database", isolation,
                            "repeatable-read"),
     "bandwidth": BANDWIDTH,
+    "evidence": EVIDENCE,
 }
 # quick: the seeds' shape (1 client, RO and RW, the four targets) in 6 rounds of 1 s: the fewest
 # rounds whose min..max interval of a median covers 95%, and the whole run within about a minute.

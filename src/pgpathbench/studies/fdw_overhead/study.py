@@ -34,7 +34,7 @@ from ...servers import fdw
 from ...servers.cluster import SUPERUSER, Cluster
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
-from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
+from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested
 from . import report as study_report, spec
 from .spec import ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 
@@ -134,7 +134,7 @@ class FdwOverhead(Declared):
         """What postgres_fdw sent to the source, per pgbench transaction (pg_stat_statements)."""
         if case["target"] == "local":
             return {}
-        return remote_metrics(evidence, SOURCE_ROLE, metrics.get("transactions"))
+        return remote_metrics(evidence, SOURCE_ROLE, "source", metrics.get("transactions"))
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         p = env.options.params
@@ -142,7 +142,7 @@ class FdwOverhead(Declared):
         run = pgbench.TimedRun(db, str(cluster.sockdir), cluster.port, SUPERUSER, clients=int(case["clients"]),
                                duration_s=int(p["duration"]), select_only=case["workload"] == "ro",
                                max_tries=int(p["max_tries"]))
-        return pgbench.run(env.bins.path("pgbench"), run)
+        return pgbench.run(env.bins.path("pgbench"), run, log=evidence_on(env.options))
 
     # -- the report -------------------------------------------------------------------------
     def report(self, result: StudyResult) -> list[Table]:

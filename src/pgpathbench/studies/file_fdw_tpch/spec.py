@@ -10,7 +10,7 @@ from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
 from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
-from ..base import Vocabulary, PG
+from ..base import Vocabulary, PG, EVIDENCE
 
 LAYOUTS = ("single", "partitioned", "scaleout")
 STORAGES = ("regular", "foreign")
@@ -150,6 +150,7 @@ PARAMETERS = {
     "partitions": Parameter("partitions", "partitions of lineitem and orders, and instances of the scale-out "
                             f"layout (default: cores, here {CORES})", parse_partitions, CORES),
     "timeout": Parameter("timeout", "statement timeout of one query, seconds", parse_timeout, 3600),
+    "evidence": EVIDENCE,
 }
 # Quick: the seed's two columns (one core; all cores on partitions, as CitusDB's 4 blocks) at the
 # smallest scale, in rounds enough for 95% intervals; --layout scaleout adds the third.

@@ -12,13 +12,13 @@ presets, the metric catalogue, and which network path a case crosses.
 from __future__ import annotations
 
 from ... import validate
-from ...clients import CLIENTS
+from ...clients import CLIENTS, ITERATION_METRICS
 from ...datasets.seed003 import QUERIES, SEED_ID
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools.spawn import process_figures as spawn_figures, process_metrics
-from ..base import Vocabulary, BANDWIDTH, LATENCY, PG
+from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE
 
 INTERFACES = ("libpq", "odbc", "jdbc", "psycopg")
 SEED_IFNAME = {"libpq": "libpq", "odbc": "ODBC", "jdbc": "JDBC", "psycopg": "psycopg"}
@@ -139,6 +139,7 @@ PARAMETERS = {
     "timeout": Parameter("timeout", "seconds one client run may take before it is killed",
                          parse_positive("seconds"), 3600),
     "bandwidth": BANDWIDTH,
+    "evidence": EVIDENCE,
 }
 # quick: every client and method over the three transports connecting once (the rankings), and each
 # client's normal method connecting per query over TCP, where the four clients meet (the seed's point:
@@ -201,6 +202,7 @@ METRICS = catalogue(
     Metric("rows_per_s", "rows/s", "higher", "rows over the client's total"),
     Metric("mb_per_s", "MB/s", "higher", "10^6 bytes of COPY text over the client's total"),
     Metric("ms_per_iteration", "ms", "lower", "the client's total per run of the query"),
+    *ITERATION_METRICS,
 )
 PRIMARY_METRIC = "duration_ms"
 

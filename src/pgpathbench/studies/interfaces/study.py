@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ...clients import require_clients, run_native_client
+from ...clients import iteration_percentiles, require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES
 from ...errors import CaseError, UserError
@@ -202,6 +202,7 @@ class Interfaces(Declared):
             "rows_per_s": o["rows"] / total_s if total_s > 0 else None,
             "mb_per_s": o["bytes"] / 1e6 / total_s if total_s > 0 else None,
             "ms_per_iteration": total_s * 1000 / iterations,
+            **(iteration_percentiles(o["iteration_us"]) if iterations > 1 else {}),
             "mode": mode, "version": o["version"],
         }
 

@@ -15,7 +15,7 @@ from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...stats import Summary
-from ..base import Vocabulary, PG
+from ..base import Vocabulary, PG, EVIDENCE
 from ..interfaces.spec import CLIENT, DEFAULT_JVM_OPTIONS, LOCAL_ROLE, PROCESS, parse_jvm_options, parse_positive, \
     parse_rows
 
@@ -44,6 +44,7 @@ PARAMETERS = {
                              DEFAULT_JVM_OPTIONS),
     "timeout": Parameter("timeout", "seconds one run may take before it is killed", parse_positive("seconds"),
                          3600),
+    "evidence": EVIDENCE,
 }
 PRESETS = {
     "quick": Preset("quick", "t10m 200k rows (55 MB), loop x 2000, 6 rounds (tests)", 6,
