@@ -138,7 +138,7 @@ def test_pg17_full_record_with_pg_stat_io(clusters):
 def test_unloaded_statements_and_invisible_host_lose_only_their_sections(clusters):
     data, _, _ = measure(clusters["plain"], role="remote", visible=False)
     missing = data["missing"]
-    assert set(missing) == {"remote.statements", "remote.cpu_ms"}, missing
+    assert set(missing) == {"remote.statements", "remote.evictions", "remote.cpu_ms"}, missing
     assert "shared_preload_libraries" in missing["remote.statements"]
     assert missing["remote.cpu_ms"] == "host processes not visible"
     assert all("\n" not in reason for reason in missing.values())
@@ -152,7 +152,7 @@ def test_extension_absent_in_the_maintenance_database(clusters):
     w = Watched("source", lambda: c.connect("work"), postmaster_pid(c.data), ("work",))
     with collected([w]) as ev:
         pass
-    assert set(ev.data["missing"]) == {"source.statements"}
+    assert set(ev.data["missing"]) == {"source.statements", "source.evictions"}
     assert "not installed in database work" in ev.data["missing"]["source.statements"]
 
 
@@ -174,7 +174,7 @@ def test_unreachable_server_and_failing_body(clusters):
     with collected([Watched("gone", refuse, None, ("work",))]) as ev:
         pass
     missing = ev.data["missing"]
-    assert set(missing) == {f"gone.{s}" for s in ("database", "io", "wal", "statements", "cpu_ms", "waits")}
+    assert set(missing) == {f"gone.{s}" for s in ("database", "io", "wal", "statements", "evictions", "cpu_ms", "waits")}
     assert missing["gone.database"] == "cannot connect: OperationalError: connection refused"
     assert ev.data["servers"]["gone"] == {}
     with pytest.raises(RuntimeError, match="case failed"):

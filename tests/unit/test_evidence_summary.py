@@ -15,9 +15,11 @@ DATA = {
                 {"query": "  fetch 50 FROM c2", "calls": 10, "rows": 50, "exec_ms": 0.5, "database": "other"},
             ],
             "cpu_ms": {"user": 120.0, "system": 30.0},
+            "evictions": {"dealloc": 0},
         },
         "external": {
             "statements": [{"query": "SELECT * FROM ft", "calls": 5, "rows": 500, "exec_ms": 9.0, "database": "ext"}],
+            "evictions": {"dealloc": 0},
         },
         "remote": {"cpu_ms": {"user": 0.0, "system": 10.0}},
     },
@@ -55,3 +57,9 @@ def test_remote_metrics_of_one_role():
                                                            "remote_rows_per_fetch": 5.0}
     assert remote_metrics(DATA, "external", "nowhere", None) == {"remote_statements": 0}
     assert remote_metrics(DATA, "remote", "src", 10) == {}
+
+
+def test_no_totals_when_entries_were_evicted():
+    evicted = {"servers": {"source": {**DATA["servers"]["source"], "evictions": {"dealloc": 3}}}}
+    assert remote_metrics(evicted, "source", "src", 10) == {}
+    assert summary(evicted, 10)["remote_statements"] == {}

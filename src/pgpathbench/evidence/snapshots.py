@@ -92,7 +92,18 @@ def read_statements(conn: psycopg.Connection, version: int, databases: Sequence[
     return out
 
 
-READERS = {"database": read_database, "io": read_io, "wal": read_wal, "statements": read_statements}
+def read_evictions(conn: psycopg.Connection, version: int, databases: Sequence[str]) -> dict:
+    """pg_stat_statements' deallocations (14+): an entry evicted between the snapshots took its
+    calls with it, so statement totals of a measurement with evictions undercount. PostgreSQL 15
+    keeps a DECLARE CURSOR's constants (postgres_fdw sends them inline): one entry per value."""
+    if version < 140000:
+        raise Unavailable(f"pg_stat_statements_info needs PostgreSQL 14+ (server_version_num {version})")
+    schema = _statements_schema(conn)
+    return {"dealloc": int(conn.execute(f"{MARK}SELECT dealloc FROM {schema}.pg_stat_statements_info").fetchone()[0])}
+
+
+READERS = {"database": read_database, "io": read_io, "wal": read_wal, "statements": read_statements,
+           "evictions": read_evictions}
 
 
 def counter_deltas(before: dict, after: dict) -> dict[str, int]:

@@ -16,8 +16,9 @@ REMOTE_METRICS = (
 
 
 def _totals(server: dict, database: str | None) -> dict | None:
-    """The statement totals of one database of a server, or of all it watched (database None)."""
-    if "statement_totals" not in server:
+    """The statement totals of one database of a server, or of all it watched (database None);
+    None when the server could not count every statement (pg_stat_statements evicted entries)."""
+    if "statement_totals" not in server or server.get("evictions", {}).get("dealloc", 1) > 0:
         return None
     by_db = server["statement_totals"]
     if database is not None:

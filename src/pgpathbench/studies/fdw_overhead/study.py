@@ -40,7 +40,10 @@ from .spec import ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 
 SERVER = "source_server"    # the foreign server, in every database with foreign tables
 # pg_stat_statements on every server: what postgres_fdw sent to the source is evidence (evidence/).
-STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "top"}
+# Room for one measurement's statements: on 15 each DECLARE CURSOR keeps its constant (one entry
+# per account read), and an entry evicted during a measurement takes its calls with it.
+STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "top",
+              "pg_stat_statements.max": "20000"}
 
 
 class FdwOverhead(Declared):
@@ -117,10 +120,13 @@ class FdwOverhead(Declared):
 
     # -- one measurement --------------------------------------------------------------------
     def before_measure(self, env: StudyEnv, case: Case) -> None:
+        source = env.state["source"]
         if case["workload"] == "rw":
             # What pgbench -n skips, done on the source itself: never through a foreign table.
-            env.state["source"].execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers",
-                                        "TRUNCATE pgbench_history")
+            source.execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history")
+        if case["target"] != "local" and evidence_on(env.options):
+            # The earlier measurements' entries out of the way: this one's must not be evicted.
+            source.execute("postgres", "SELECT pg_stat_statements_reset()")
 
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
         """The server pgbench connects to, and the source behind a foreign table."""
