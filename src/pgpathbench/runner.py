@@ -99,7 +99,7 @@ class _Stopped(Exception):
 
 
 @dataclass
-class _Taken:
+class Taken:
     """What one measurement left beside its metrics."""
     duration_s: float | None = None
     series: list = field(default_factory=list)
@@ -111,6 +111,26 @@ class _Clock:
     measure_s: float = 0.0
     bookkeeping_s: float = 0.0
     timings: dict = field(default_factory=dict)
+
+
+def take_measurement(study, env: StudyEnv, case, taken: Taken) -> dict:
+    """What the case needs first (untimed), then the measurement, timed, with the evidence of
+    the servers it involves collected around it (unless --evidence off); its series apart from
+    its metrics. The runner's one way to measure, and bench/evidence_overhead.py's."""
+    study.before_measure(env, case)
+    evidence = None
+    try:
+        with collected(study.watched(env, case) if evidence_on(env.options) else []) as evidence:
+            t0 = time.perf_counter()
+            try:
+                metrics = study.measure(env, case)
+            finally:
+                taken.duration_s = time.perf_counter() - t0
+    finally:   # a failed measurement keeps what the servers did too
+        taken.evidence = evidence.data if evidence is not None else {}
+    taken.series = metrics.pop("series", [])
+    metrics.update(study.evidence_metrics(case, metrics, evidence.data))
+    return metrics
 
 
 class Runner:
@@ -236,9 +256,9 @@ class Runner:
                      session: int, clock: _Clock) -> None:
         """One measurement, committed at once. A server that died during it fails it, and the run."""
         started_at = datetime.now(timezone.utc)
-        taken = _Taken()
+        taken = Taken()
         try:
-            metrics, error = self._take(study, env, case, taken), None
+            metrics, error = take_measurement(study, env, case, taken), None
         except CaseError as e:
             metrics, error = None, str(e)
         except Exception as e:
@@ -259,24 +279,6 @@ class Runner:
             raise _Stopped(f"server {', '.join(dead)} died during round {round_no}, case {case.case_id} "
                            "(recorded as failed)")
 
-    @staticmethod
-    def _take(study, env: StudyEnv, case, taken: "_Taken") -> dict:
-        """What the case needs first (untimed), then the measurement, timed, with the evidence of
-        the servers it involves collected around it; its series apart from its metrics."""
-        study.before_measure(env, case)
-        evidence = None
-        try:
-            with collected(study.watched(env, case) if evidence_on(env.options) else []) as evidence:
-                t0 = time.perf_counter()
-                try:
-                    metrics = study.measure(env, case)
-                finally:
-                    taken.duration_s = time.perf_counter() - t0
-        finally:   # a failed measurement keeps what the servers did too
-            taken.evidence = evidence.data if evidence is not None else {}
-        taken.series = metrics.pop("series", [])
-        metrics.update(study.evidence_metrics(case, metrics, evidence.data))
-        return metrics
 
     def _between_rounds(self, servers: Servers, study, run_id: str, round_no: int, phase: str, session: int) -> None:
         """Probe every link, and check no one changed a proxy's toxics: a round measured through a

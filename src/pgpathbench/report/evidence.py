@@ -104,10 +104,28 @@ def time_table(result: StudyResult) -> Table | None:
         rows.append(row)
     return Table("Where the time goes", ["case", "wall, ms", "client CPU, cores", *(f"{r} CPU, cores" for r in names),
                                           "server backends' wait events (sampled)"], rows,
-                 ["Medians over rounds. CPU from the kernel: the client's (wait4) and each server's process group "
+                 [explains(cases, names), "Medians over rounds. CPU from the kernel: the client's (wait4) and each server's process group "
                   "(/proc), over the measurement's wall time. Wait events: the case's client backends in pg_stat_activity, sampled "
                   "every 50 ms; CPU = active without a wait event, Client = waiting for its client."],
                  detail=(len(names) + 3,))
+
+
+def explains(cases: list[CaseResult], names: list[str]) -> str:
+    """One line from the evidence of the longest case: who kept the cores busy, what its backends waited on."""
+    case = max(cases, key=lambda c: _cell(_per_round(c, wall_ms)) or 0.0)
+    parts = []
+    client = _cell(_per_round(case, client_cores))
+    if client is not None:
+        parts.append(f"the client kept {client:.2f} cores busy")
+    for r in names:
+        cores = _cell(_per_round(case, lambda m: server_cores(m, r)))
+        waits = wait_shares(case, r)
+        if cores is None:
+            continue
+        top = next(iter(waits.items()), None)
+        parts.append(f"{r} {cores:.2f} cores" + (f", its backends mostly in {top[0]} ({top[1]:.0%} of samples)"
+                                                  if top else ""))
+    return f"What explains it: in {case.case_id}, the longest case, " + ("; ".join(parts) or "no evidence") + "."
 
 
 def server_table(result: StudyResult) -> Table | None:

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Benchmark: what collecting each measurement's evidence costs the measured figure.
+
+The same fdw-overhead cases measured with and without evidence (--evidence on / off: the
+servers' statistics snapshots, the wait-event sampler, CPU from /proc and pgbench's per-
+transaction log), in the same rounds, in an order shuffled per round, on the same servers.
+Prints, per case, the paired ratio TPS without / TPS with collection (median and 95% CI over the
+rounds; above 1 = collection slows the path down) and checks the target: under 2% (the upper end
+of every interval below 1.02). pg_stat_statements is loaded in both arms (the study's servers
+preload it); what it costs is a server setting, not collection.
+
+    .venv/bin/python bench/evidence_overhead.py [--rounds 10] [--duration 5] [--workspace DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import secrets
+import sys
+
+from pgpathbench.cli_parser import build_parser, study_options
+from pgpathbench.runner import Taken, take_measurement
+from pgpathbench.servers import binaries
+from pgpathbench.servers.topology import Servers
+from pgpathbench.stats import ratio_summary
+from pgpathbench.studies import get
+from pgpathbench.studies.base import StudyEnv
+from pgpathbench.workspace import Workspace
+
+TARGET = 1.02
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--duration", type=int, default=5, help="seconds per pgbench run")
+    ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
+    args = ap.parse_args()
+    study = get("fdw-overhead")
+    parsed = build_parser().parse_args(["run", "fdw-overhead", "--preset", "quick", "--workload", "ro,rw",
+                                        "--target", "local,fdw_external", "--duration", str(args.duration)])
+    on = study_options(study, parsed)
+    off = dataclasses.replace(on, params={**on.params, "evidence": "off"})
+    tps = measure(study, on, off, args)
+    print(f"{'case':<28} {'TPS off / on':>13}  95% CI")
+    ok = True
+    for case_id, by_mode in tps.items():
+        r = ratio_summary(by_mode["off"], by_mode["on"])
+        ok &= r.ci_high < TARGET
+        print(f"{case_id:<28} {r.median:>13.4f}  {r.ci_text}  n={r.n}")
+    print(f"{'ok  ' if ok else 'FAIL'} collection costs under {100 * (TARGET - 1):.0f}% of TPS "
+          "(the upper end of every interval below the target)")
+    return 0 if ok else 1
+
+
+def measure(study, on, off, args) -> dict[str, dict[str, dict[int, float]]]:
+    """case id -> mode -> round -> TPS; both modes of every case in each round, shuffled."""
+    ws = Workspace.open(args.workspace)
+    bins = binaries.resolve(15)
+    cases = study.cases(on)
+    tps: dict = {c.case_id: {"on": {}, "off": {}} for c in cases}
+    with Servers(ws, f"bench-evidence-{secrets.token_hex(2)}", bins, log=print) as servers:
+        env_on = StudyEnv(on, "15", bins, servers.scoped(15, bins), print)
+        study.prepare(env_on)
+        envs = {"on": env_on, "off": dataclasses.replace(env_on, options=off)}   # the same servers and state
+        order = [(c, mode) for c in cases for mode in envs]
+        for round_no in range(1, args.rounds + 1):
+            random.Random(round_no).shuffle(order)
+            for case, mode in order:
+                metrics = take_measurement(study, envs[mode], case, Taken())
+                tps[case.case_id][mode][round_no] = metrics["tps"]
+            print(f"round {round_no}/{args.rounds} done", file=sys.stderr)
+    return tps
+
+
+if __name__ == "__main__":
+    sys.exit(main())
