@@ -22,6 +22,9 @@ class Dimension:
     help: str
     values: tuple[str, ...] = ()                    # the closed list, when there is one
     parse: Callable[[str], str] | None = None        # for open dimensions: validate, normalise
+    # A setting that decides a path's cost (fetch size, protocol, a server setting): reports plot
+    # the primary metric against it, and compare accepts runs that differ only in knobs.
+    knob: bool = False
 
     def validate(self, raw: str, option: str) -> tuple[str, ...]:
         """'a,b' -> ('a', 'b'), each checked against the dimension; UserError names the option."""
