@@ -31,7 +31,9 @@ SMALL = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--targ
 PLOT_TITLES = ("Throughput by target (TPS, without initial connection time)",
                "Latency by target (pgbench latency average)",
                # the evidence's (report/evidence.py): for every study alike
+               "What postgres_fdw sent to the source",
                "Latency distribution per case", "Where the time goes: CPU per case",
+               "Where the time goes: server backends' wait events",
                "TPS over time: ro:local:1:0ms:15", "TPS over time: ro:fdw_local:1:0ms:15")
 
 

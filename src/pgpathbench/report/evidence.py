@@ -163,11 +163,12 @@ def quantile_plot(result: StudyResult) -> Plot | None:
     series = {}
     for c in cases:
         points = []
-        for _, metric, q in PERCENTILES:
+        for name, metric, _ in PERCENTILES:
             s = summarise(list(c.values(metric).values()))
-            points.append(Point(float(q), s.median, s.ci_low, s.ci_high))
+            points.append(Point(name, s.median, s.ci_low, s.ci_high))
         series[c.case_id] = points
-    return Plot("Latency distribution per case", "Percentile", "Latency, ms (log)", "line", series, log_y=True,
+    return Plot("Latency distribution per case", "Percentile of the measurement's transactions (or iterations)",
+                "Latency, ms", "scatter", series, log_y=True,
                 notes=["Median over rounds of each measurement's percentile; error bars: 95% CI."])
 
 
@@ -200,5 +201,21 @@ def time_plot(result: StudyResult) -> Plot | None:
                                "wait events in the table)."])
 
 
+def waits_plot(result: StudyResult) -> Plot | None:
+    """What the servers' backends were doing, per case and server: shares of the wait event types."""
+    categories = [(c, r) for c in result.cases for r in roles(result) if wait_shares(c, r)]
+    if not categories:
+        return None
+    series: dict[str, list[Point]] = {}
+    for c, r in categories:
+        for kind, share in wait_shares(c, r).items():
+            series.setdefault(kind, []).append(Point(f"{c.case_id} · {r}", share))
+    return Plot("Where the time goes: server backends' wait events", "Case · server", "Share of samples",
+                "stacked", series, notes=["pg_stat_activity of the case's client backends, sampled every 50 ms over "
+                                          "every round: CPU = active without a wait event, Client = waiting for its "
+                                          "client (a round trip, or the client's own work)."])
+
+
 def plots(result: StudyResult) -> list[Plot]:
-    return [p for p in (quantile_plot(result), time_plot(result)) if p is not None] + series_plots(result)
+    fixed = (quantile_plot(result), time_plot(result), waits_plot(result))
+    return [p for p in fixed if p is not None] + series_plots(result)

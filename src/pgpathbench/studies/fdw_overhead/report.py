@@ -253,7 +253,24 @@ def plots(result: StudyResult) -> list[Plot]:
                            "Latency per transaction, ms", log_y=False,
                            extra_note="The slope is about the number of network round trips per transaction "
                                       "(fitted in the table 'Cost of a round trip').")]
+    out.append(_remote_bars(cases))
     return [p for p in out if p is not None and any(p.series.values())]
+
+
+def _remote_bars(cases: Cases) -> Plot | None:
+    """Remote statements per transaction and rows per FETCH, per FDW case (counted on the source)."""
+    series: dict[str, list[Point]] = {"statements per transaction": [], "rows per FETCH": []}
+    for k, c in cases:
+        for name, metric in (("statements per transaction", "remote_statements_per_txn"),
+                             ("rows per FETCH", "remote_rows_per_fetch")):
+            s = c.summary(metric)
+            if s is not None:
+                series[name].append(Point(k.bench, s.median, s.ci_low, s.ci_high))
+    if not series["statements per transaction"]:
+        return None
+    return Plot("What postgres_fdw sent to the source", "Bench", "Per transaction / per FETCH", "bar", series,
+                notes=["Counted by pg_stat_statements on the source over each measurement; median over rounds, "
+                       "error bars: 95% CI of the median."])
 
 
 def _coverage_note(summaries: list[Summary]) -> str:
