@@ -7,6 +7,7 @@ when several latencies were measured, serialization failures, and what pgbench i
 
 from __future__ import annotations
 
+import statistics
 from typing import NamedTuple
 
 from ...references import FDW_OVERHEAD_LATENCY_MS, FDW_OVERHEAD_TPS, Published, published_tps_ratio
@@ -177,9 +178,12 @@ def _rtt_cost_table(cases: Cases, result: StudyResult) -> Table:
     """Latency per transaction against the round trip measured in the same round."""
     round_rtt = {(_path_id(link), r): v for (link, r), v in result.rtt_by_round().items()}
     points: dict[tuple, tuple[list[float], list[float]]] = {}
+    counted: dict[tuple, list[float]] = {}
     for k, c in cases:
         if k.target not in REMOTE_TARGETS:
             continue
+        counted.setdefault((k.workload, k.target, k.clients, k.pg), []).extend(
+            c.values("remote_statements_per_txn").values())
         xs, ys = points.setdefault((k.workload, k.target, k.clients, k.pg), ([], []))
         for round_no, latency in c.values("latency_ms").items():
             x = round_rtt.get((k.path.id, round_no))
@@ -192,13 +196,17 @@ def _rtt_cost_table(cases: Cases, result: StudyResult) -> Table:
             fit = linear_fit(xs, ys)
         except ValueError:
             continue
+        statements = counted.get((workload, target, clients, pg))
         rows.append([workload.upper(), clients, TARGET_LABEL[target], pg, fit.n, fit.slope,
-                     f"[{fit.slope_low:.2f}, {fit.slope_high:.2f}]", fit.intercept, fit.r2])
+                     f"[{fit.slope_low:.2f}, {fit.slope_high:.2f}]", fit.intercept, fit.r2,
+                     statistics.median(statements) if statements else None])
     return Table("Cost of a round trip: latency per transaction against measured RTT",
                  ["Type", "Clients", "Target", "PG", "Points", "ms per ms of RTT", "95% CI",
-                  "Latency at 0 RTT, ms", "R²"], rows,
+                  "Latency at 0 RTT, ms", "R²", "Remote statements per txn (counted)"], rows,
                  ["Slope of pgbench's latency average against the link's round trip measured in the same round: "
-                  "about the number of network round trips each transaction makes through postgres_fdw."],
+                  "about the number of network round trips each transaction makes through postgres_fdw; beside "
+                  "it, the statements the source counted per transaction (pg_stat_statements), one round trip "
+                  "each."],
                  align_left=4)
 
 
