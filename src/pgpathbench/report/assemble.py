@@ -10,7 +10,7 @@ from datetime import datetime
 
 from ..results.model import RunResult
 from ..stats import format_number, outliers
-from . import Plot, Table, evidence
+from . import Plot, Table, evidence, knobs
 
 
 @dataclass
@@ -67,15 +67,18 @@ def outliers_table(run: RunResult, studies) -> Table | None:
 
 
 def study_section(run: RunResult, studies) -> StudySection:
-    """The study's own tables and plots, then what its measurements' evidence shows (evidence.py)."""
+    """The study's own tables and plots, its swept knobs (knobs.py), then what its measurements'
+    evidence shows (evidence.py)."""
     study = studies[run.study_name]
-    return StudySection(run.study_name, study.title, study.report(run.study) + evidence.tables(run.study),
-                        study.plots(run.study) + evidence.plots(run.study))
+    return StudySection(run.study_name, study.title,
+                        study.report(run.study) + knobs.tables(run.study, study) + evidence.tables(run.study),
+                        study.plots(run.study) + knobs.plots(run.study, study) + evidence.plots(run.study))
 
 
 def tables(run: RunResult, studies) -> list[Table]:
     """Every table of a run's report, in order: header, studies (with their evidence), shared tables."""
-    out = [run_table(run), *studies[run.study_name].report(run.study), *evidence.tables(run.study)]
+    study = studies[run.study_name]
+    out = [run_table(run), *study.report(run.study), *knobs.tables(run.study, study), *evidence.tables(run.study)]
     return out + [t for t in (outliers_table(run, studies), failures_table(run)) if t is not None]
 
 
