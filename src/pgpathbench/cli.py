@@ -1,7 +1,8 @@
 """pgpathbench's command line: parses and validates options, then hands over.
 
 No business logic here (the grammar and its checks are in cli_parser.py). Exit codes: 0 all
-measured; 1 a run ended with failed measurements or stopped because a server died (one line);
+measured; 1 a run ended with failed measurements or stopped because a server died (one line), or
+compare --fail-if-slower found a case slower beyond its bound (one line per case);
 2 a user mistake (one line on stderr, nothing written); 130 (SIGINT) or 143 (SIGTERM) after
 cleaning up. Anything else is a bug with a traceback.
 """
@@ -126,31 +127,40 @@ def _named_result(store, ref: str, name: str):
 
 
 def cmd_compare(args, out: Console, err: Console) -> int:
-    from .compare import environment_differences
+    from .compare import environment_differences, pair_cases, slower
     target = _html_target(args.html, "--html") if args.html else None
     ws, bins = _context(args)
     with _store(args, ws, bins) as store:
         run_a, run_b = _named_result(store, args.run_a, "RUN_A"), _named_result(store, args.run_b, "RUN_B")
-    differences = environment_differences(run_a, run_b)
+    differences = environment_differences(run_a, run_b, STUDIES)
     if differences and not args.force:
         raise UserError(f"compare: the runs' environments differ: {'; '.join(differences)}; "
                         "compare runs made alike, or pass --force to compare anyway")
+    if not pair_cases(run_a, run_b, STUDIES).pairs:
+        raise UserError(f"compare: {run_a.run_id} and {run_b.run_id} share no case (same study and case id, or "
+                        "cases differing only in knob dimensions); compare runs of the same study and dimensions")
     if differences:
         print(f"pgpathbench: warning: the runs' environments differ: {'; '.join(differences)}", file=sys.stderr)
-    if not any(c.measurements and (o := run_b.study.case(c.case_id)) and o.measurements
-               for c in run_a.cases if run_a.study_name == run_b.study_name):
-        raise UserError(f"compare: {run_a.run_id} and {run_b.run_id} share no case (same study and case "
-                        "id); compare runs of the same study and dimensions")
-    if target is not None or args.format in ("html", "markdown"):
-        text = present.comparison(run_a, run_b, STUDIES, differences, "html" if target else args.format)
-        if target is None:
-            out.out(text, highlight=False, end="" if args.format == "html" else "\n")
-            return 0
-        write_atomically(target, text)
-        out.out(str(target), highlight=False)
-    else:
+    _print_comparison(run_a, run_b, differences, args.format, target, out)
+    if args.fail_if_slower is None:
+        return 0
+    failing = slower(run_a, run_b, STUDIES, args.fail_if_slower)
+    for line in failing:
+        print(f"pgpathbench: slower: {validate.printable(line)}", file=sys.stderr)
+    return 1 if failing else 0
+
+
+def _print_comparison(run_a, run_b, differences, fmt: str, target: Path | None, out: Console) -> None:
+    """The comparison on stdout (table, markdown or html), or written to --html FILE (its path printed)."""
+    if target is None and fmt == "table":
         present.print_comparison(run_a, run_b, STUDIES, differences, out)
-    return 0
+        return
+    text = present.comparison(run_a, run_b, STUDIES, differences, "html" if target else fmt)
+    if target is None:
+        out.out(text, highlight=False, end="" if fmt == "html" else "\n")
+        return
+    write_atomically(target, text)
+    out.out(str(target), highlight=False)
 
 
 def cmd_doctor(args, out: Console, err: Console) -> int:

@@ -153,7 +153,12 @@ def build_parser() -> Parser:
                     help="a run id, or latest (default)")
     ex.add_argument("--format", choices=("csv", "json"), default="json")
 
-    cmp = sub.add_parser("compare", help="compare two stored runs case by case (ratio B/A with 95%% CI)")
+    cmp = sub.add_parser("compare", help="compare two stored runs case by case (ratio B/A with 95%% CI)",
+                         description="Compare two runs of a study case by case: the primary metric's ratio B/A "
+                                     "with its 95% CI. Cases pair by id; runs that share no id pair each case "
+                                     "with the one case differing from it in knob dimensions only. Exit 0; 1 "
+                                     "with --fail-if-slower when a case got slower beyond PCT (a CI gate); 2 "
+                                     "on a mistake, or when the runs' environments differ (unless --force).")
     _common(cmp)
     cmp.add_argument("run_a", metavar="RUN_A", type=run_ref, help="the baseline run (id, or latest)")
     cmp.add_argument("run_b", metavar="RUN_B", type=run_ref, help="the run compared with it (id, or latest)")
@@ -162,6 +167,11 @@ def build_parser() -> Parser:
                      help="write the comparison as a self-contained HTML file")
     cmp.add_argument("--force", action="store_true",
                      help="compare even when the runs' environments differ (the differences are printed)")
+    cmp.add_argument("--fail-if-slower", metavar="PCT", type=_checked(validate.percent),
+                     help="a CI gate: exit 1 when in any compared case the primary metric got worse from A to B "
+                          "by more than PCT percent (more than 0, at most 1000) at 95%% confidence, i.e. the "
+                          "95%% CI of B/A lies wholly below 1 - PCT/100 (higher is better) or above 1 + PCT/100 "
+                          "(lower is better); one line per such case on stderr, the report as usual on stdout")
 
     d = sub.add_parser("doctor", help="say what is installed and what is missing")
     _common(d)

@@ -6,20 +6,28 @@ ratio is not paired by round but estimated from all value pairs (stats.ratio_of_
 Hodges-Lehmann on log values, Moses interval). Comparing runs made in different
 environments compares the environments, so compare refuses unless told (--force): server
 versions (major.minor) and non-default settings, the client's version, study parameters,
-link definitions, and the machine (CPU model, cores, memory).
+link definitions, and the machine (CPU model, cores, memory). Knobs (dimensions or parameters
+a study declares `knob=True`: a setting deciding a path's cost) are no environment: runs that
+differ only in knobs are compared, the knob named in a note; when no case id is shared, each
+case of A is paired with the one case of B that differs from it in knob dimensions only.
+
+`slower` is the CI gate of `compare --fail-if-slower PCT`: the cases whose primary metric got
+worse by more than PCT percent at 95% confidence.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from .errors import UserError
 from .metrics import Metric
 from .report import Plot, Point, Table
 from .results.fingerprint import VOLATILE_SETTINGS, Environment
 from .results.model import CaseResult, RunResult
-from .stats import CONFIDENCE, ratio_of_runs
+from .stats import CONFIDENCE, Shift, ratio_of_runs
 
 DEFAULT = "(default)"
 
@@ -72,12 +80,22 @@ def environment_facts(run: RunResult | Mapping) -> dict[str, dict[str, set[str]]
     return facts
 
 
-def environment_differences(run_a: RunResult | Mapping, run_b: RunResult | Mapping) -> list[str]:
-    """'group fact: A vs B' for every checked fact that differs. Groups only one run has (a server
-    role or path the other run did not use) are not differences: no shared case depends on them.
-    A setting one server has and the other has not is compared against '(default)'."""
+def knob_names(study) -> set[str]:
+    """The names of a study's knobs: its dimensions and parameters declared knob=True."""
+    if study is None:
+        return set()
+    return ({n for n, d in study.dimensions.items() if getattr(d, "knob", False)}
+            | {n for n, p in study.parameters.items() if getattr(p, "knob", False)})
+
+
+def _differences(run_a: RunResult | Mapping, run_b: RunResult | Mapping,
+                 studies: Mapping[str, object] | None) -> tuple[list[str], list[str]]:
+    """(environment differences, knob differences): 'group fact: A vs B' for every checked fact
+    that differs; a study parameter that is a knob is a knob difference."""
     fa, fb = environment_facts(run_a), environment_facts(run_b)
-    out = []
+    knobs = {f"{name} parameters": {f"--{k.replace('_', '-')}" for k in knob_names(study)}
+             for name, study in (studies or {}).items()}
+    env, knob = [], []
     for group in [g for g in fa if g in fb]:
         a, b = fa[group], fb[group]
         names = list(a) + [n for n in b if n not in a]
@@ -88,41 +106,118 @@ def environment_differences(run_a: RunResult | Mapping, run_b: RunResult | Mappi
             va = a.get(name) or {DEFAULT}
             vb = b.get(name) or {DEFAULT}
             if va != vb:
-                out.append(f"{group}: {name.removeprefix('setting ')} {' | '.join(sorted(va))} vs "
-                           f"{' | '.join(sorted(vb))}")
-    return out
+                text = (f"{group}: {name.removeprefix('setting ')} {' | '.join(sorted(va))} vs "
+                        f"{' | '.join(sorted(vb))}")
+                (knob if name in knobs.get(group, ()) else env).append(text)
+    return env, knob
+
+
+def environment_differences(run_a: RunResult | Mapping, run_b: RunResult | Mapping,
+                            studies: Mapping[str, object] | None = None) -> list[str]:
+    """'group fact: A vs B' for every checked fact that differs. Groups only one run has (a server
+    role or path the other run did not use) are not differences: no shared case depends on them.
+    A setting one server has and the other has not is compared against '(default)'. With the
+    study registry, parameters that are knobs are not environment (knob_differences names them)."""
+    return _differences(run_a, run_b, studies)[0]
+
+
+def knob_differences(run_a: RunResult | Mapping, run_b: RunResult | Mapping,
+                     studies: Mapping[str, object]) -> list[str]:
+    """The study parameters declared knobs that differ: 'STUDY parameters: --NAME A vs B'."""
+    return _differences(run_a, run_b, studies)[1]
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """The cases compared: pairs (case of A, case of B), how many measured cases each run has
+    unpaired, and per knob dimension the values paired cases differ in (A's, B's)."""
+    pairs: tuple[tuple[CaseResult, CaseResult], ...] = ()
+    only_a: int = 0
+    only_b: int = 0
+    knobs: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+
+
+def pair_label(case_a: CaseResult, case_b: CaseResult) -> str:
+    """The case's id, or 'A-id vs B-id' for cases paired across knob dimensions."""
+    return case_a.case_id if case_a.case_id == case_b.case_id else f"{case_a.case_id} vs {case_b.case_id}"
+
+
+def pair_cases(run_a: RunResult, run_b: RunResult, studies: Mapping[str, object]) -> Pairing:
+    """The measured cases of the same study with the same id; when no id is shared, each case of A
+    with the one case of B equal to it on every dimension but the study's knob dimensions.
+    UserError when a case has two or more such partners (the pairing is ambiguous)."""
+    if run_a.study_name != run_b.study_name:
+        return Pairing()
+    cases_a, cases_b = run_a.study.measured(), run_b.study.measured()
+    by_id = {c.case_id: c for c in cases_b}
+    pairs = tuple((a, by_id[a.case_id]) for a in cases_a if a.case_id in by_id)
+    study = studies.get(run_a.study_name)
+    knobs = [n for n, d in (study.dimensions.items() if study else ()) if d.knob]
+    if not pairs and knobs:
+        pairs = _pair_by_knobs(run_a, run_b, cases_a, cases_b, knobs)
+    differ = {k: (tuple(dict.fromkeys(a.get(k, "?") for a, b in pairs if a.get(k) != b.get(k))),
+                  tuple(dict.fromkeys(b.get(k, "?") for a, b in pairs if a.get(k) != b.get(k))))
+              for k in knobs if any(a.get(k) != b.get(k) for a, b in pairs)}
+    return Pairing(pairs, len(cases_a) - len(pairs), len(cases_b) - len(pairs), differ)
+
+
+def _pair_by_knobs(run_a: RunResult, run_b: RunResult, cases_a: list[CaseResult], cases_b: list[CaseResult],
+                   knobs: Sequence[str]) -> tuple[tuple[CaseResult, CaseResult], ...]:
+    def rest(case: CaseResult) -> tuple:
+        return tuple(sorted((k, v) for k, v in case.dims.items() if k not in knobs))
+    groups_a: dict[tuple, list[CaseResult]] = defaultdict(list)
+    groups_b: dict[tuple, list[CaseResult]] = defaultdict(list)
+    for c in cases_a:
+        groups_a[rest(c)].append(c)
+    for c in cases_b:
+        groups_b[rest(c)].append(c)
+    pairs = []
+    for key, group_a in groups_a.items():
+        group_b = groups_b.get(key, [])
+        if not group_b:
+            continue
+        if len(group_a) > 1 or len(group_b) > 1:
+            one, run, many, other = ((group_a[0], run_a.run_id, group_b, run_b.run_id) if len(group_b) > 1
+                                     else (group_b[0], run_b.run_id, group_a, run_a.run_id))
+            raise UserError(
+                f"compare: case {one.case_id} of {run} pairs with {len(many)} cases of {other} "
+                f"({', '.join(c.case_id for c in many)}) differing only in knob(s) {', '.join(knobs)}; "
+                "compare runs with one value of each knob that differs, or with the same case ids")
+        pairs.append((group_a[0], group_b[0]))
+    order = {id(c): i for i, c in enumerate(cases_a)}
+    return tuple(sorted(pairs, key=lambda p: order[id(p[0])]))
+
+
+def _primary(studies: Mapping[str, object], name: str) -> Metric | None:
+    study = studies.get(name)
+    return study.metrics[study.primary_metric] if study else None
 
 
 def compare(run_a: RunResult, run_b: RunResult, studies: Mapping[str, object],
             differences: Sequence[str] = ()) -> tuple[list[Table], list[Plot]]:
-    """Runs of the same study: one table row per shared case, and a chart of the ratios."""
+    """Runs of the same study: one table row per paired case, and a chart of the ratios."""
     tables, plots = [], []
-    result_a, result_b = run_a.study, run_b.study
-    if result_a.name != result_b.name:
+    pairing = pair_cases(run_a, run_b, studies)
+    if not pairing.pairs:
         return tables, plots
-    shared = [c for c in result_a.measured() if (other := result_b.case(c.case_id)) and other.measurements]
-    if not shared:
-        return tables, plots
-    study = studies.get(result_a.name)
-    metric = study.metrics[study.primary_metric] if study else None
+    name = run_a.study_name
+    metric = _primary(studies, name)
     if metric is None:
-        tables.append(Table(f"{result_a.name}: nothing to compare", ["case"], [[c.case_id] for c in shared],
-                            [f"The study {result_a.name} declares no primary metric."]))
+        tables.append(Table(f"{name}: nothing to compare", ["case"], [[pair_label(a, b)] for a, b in pairing.pairs],
+                            [f"The study {name} declares no primary metric."]))
         return tables, plots
     rows, points = [], []
-    for case_a in shared:
-        row, point = _compare_case(case_a, result_b.case(case_a.case_id), metric)
+    for case_a, case_b in pairing.pairs:
+        row, point = _compare_case(case_a, case_b, metric)
         rows.append(row)
         if point:
             points.append(point)
-    ids_a = {c.case_id for c in result_a.measured()}
-    ids_b = {c.case_id for c in result_b.measured()}
-    tables.append(Table(f"{result_a.name}: {metric.name}, B / A per case",
+    notes = _notes(run_a, run_b, metric, pairing, differences, knob_differences(run_a, run_b, studies))
+    tables.append(Table(f"{name}: {metric.name}, B / A per case",
                         ["Case", "n A", "n B", "Median A", "Median B", "Ratio B/A", "95% CI", "Differs from 1",
-                         "B vs A"], rows, _notes(run_a, run_b, metric, len(ids_a - ids_b), len(ids_b - ids_a),
-                                                 differences)))
+                         "B vs A"], rows, notes))
     if points:
-        plots.append(Plot(f"{result_a.name}: {metric.name} ratio B / A per case", "case",
+        plots.append(Plot(f"{name}: {metric.name} ratio B / A per case", "case",
                           f"Ratio of {metric.name}, B / A", "scatter", {f"{metric.name} B / A": points},
                           log_y=True, ref_y=1.0,
                           notes=["Points: Hodges-Lehmann estimate; error bars: 95% Moses interval. "
@@ -130,34 +225,78 @@ def compare(run_a: RunResult, run_b: RunResult, studies: Mapping[str, object],
     return tables, plots
 
 
-def _compare_case(case_a: CaseResult, case_b: CaseResult, metric: Metric) -> tuple[list, Point | None]:
+def _ratio(case_a: CaseResult, case_b: CaseResult, metric: Metric) -> Shift | str:
+    """B/A of the metric with its interval, or why there is none ('no values', 'values <= 0')."""
     a, b = list(case_a.values(metric.name).values()), list(case_b.values(metric.name).values())
-    head = [case_a.case_id, len(a), len(b), case_a.median(metric.name), case_b.median(metric.name)]
     if not a or not b:
-        return head + [None, "—", "no values", ""], None
+        return "no values"
     try:
-        r = ratio_of_runs(a, b)
+        return ratio_of_runs(a, b)
     except ValueError:
-        return head + [None, "—", "values <= 0", ""], None
+        return "values <= 0"
+
+
+def _compare_case(case_a: CaseResult, case_b: CaseResult, metric: Metric) -> tuple[list, Point | None]:
+    label = pair_label(case_a, case_b)
+    head = [label, len(case_a.values(metric.name)), len(case_b.values(metric.name)),
+            case_a.median(metric.name), case_b.median(metric.name)]
+    r = _ratio(case_a, case_b, metric)
+    if isinstance(r, str):
+        return head + [None, "—", r, ""], None
     verdict = r.verdict(1.0)
     direction = ""
     if verdict == "yes":
         better = (r.estimate > 1) == metric.higher_is_better
         direction = f"B {'better' if better else 'worse'} ({(r.estimate - 1) * 100:+.1f}%)"
     ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]" + ("" if r.coverage >= CONFIDENCE else f" ({r.coverage:.0%})")
-    return head + [r.estimate, ci, verdict, direction], Point(case_a.case_id, r.estimate, r.ci_low, r.ci_high)
+    return head + [r.estimate, ci, verdict, direction], Point(label, r.estimate, r.ci_low, r.ci_high)
 
 
-def _notes(run_a: RunResult, run_b: RunResult, metric: Metric, only_a: int, only_b: int,
-           differences: Sequence[str]) -> list[str]:
+def worse_beyond(r: Shift, metric: Metric, pct: float) -> bool:
+    """Whether B/A's interval, at 95% or more, lies wholly beyond a PCT percent loss: below
+    1 - pct/100 for a higher-is-better metric, above 1 + pct/100 for a lower-is-better one. An
+    interval touching the bound, a narrower confidence or a metric without a direction never is."""
+    if r.coverage < CONFIDENCE:
+        return False
+    if metric.better == "higher":
+        return r.ci_high < 1 - pct / 100
+    if metric.better == "lower":
+        return r.ci_low > 1 + pct / 100
+    return False
+
+
+def slower(run_a: RunResult, run_b: RunResult, studies: Mapping[str, object], pct: float) -> list[str]:
+    """compare --fail-if-slower PCT: one line per paired case whose primary metric got worse from
+    A to B by more than pct percent at 95% confidence ('CASE: tps B/A 0.41 [0.38, 0.45], worse
+    than -10% at 95%'); none for cases without values."""
+    metric = _primary(studies, run_a.study_name)
+    if metric is None:
+        return []
+    sign = "-" if metric.higher_is_better else "+"
+    lines = []
+    for case_a, case_b in pair_cases(run_a, run_b, studies).pairs:
+        r = _ratio(case_a, case_b, metric)
+        if not isinstance(r, str) and worse_beyond(r, metric, pct):
+            lines.append(f"{pair_label(case_a, case_b)}: {metric.name} B/A {r.estimate:.3g} "
+                         f"[{r.ci_low:.3g}, {r.ci_high:.3g}], worse than {sign}{pct:g}% at 95%")
+    return lines
+
+
+def _notes(run_a: RunResult, run_b: RunResult, metric: Metric, pairing: Pairing,
+           differences: Sequence[str], knobs: Sequence[str]) -> list[str]:
     notes = [f"A = {run_a.run_id}, B = {run_b.run_id}; {metric.name}: "
              f"{'higher' if metric.higher_is_better else 'lower'} is better.",
              "Ratio B/A: Hodges-Lehmann estimate (median of every b/a over all pairs of rounds; the runs are "
              "independent, so rounds are not paired). 95% CI: Moses order-statistic interval of the shift of "
              "log values (Mann-Whitney critical value), exp'd back. 'Differs from 1' is only claimed at 95%: "
              "3 + 3 rounds reach at most 90%, 4 + 4 rounds 97%."]
-    if only_a or only_b:
-        notes.append(f"Not compared: {only_a} case(s) only in A, {only_b} only in B.")
+    if pairing.knobs:
+        notes.append("Cases paired across knob dimension(s), every other dimension equal: " + "; ".join(
+            f"{k} {', '.join(va)} (A) vs {', '.join(vb)} (B)" for k, (va, vb) in pairing.knobs.items()))
+    if knobs:
+        notes.append("Knobs differ (compared: a knob is no environment difference): " + "; ".join(knobs))
+    if pairing.only_a or pairing.only_b:
+        notes.append(f"Not compared: {pairing.only_a} case(s) only in A, {pairing.only_b} only in B.")
     if differences:
         notes.append("Environments differ (compared with --force): " + "; ".join(differences))
     return notes

@@ -101,6 +101,9 @@ class Parameter:
     help: str
     parse: Callable[[str], object]
     default: object = None
+    # A setting deciding a path's cost, the same for every case: compare accepts runs that differ
+    # in it (it names it, but it is no environment difference).
+    knob: bool = False
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ MAXIMA = {                              # whole(..., what=X) without an explicit
 }
 MAX_LATENCY_MS = 10_000                 # an emulated link adding 10 s per round trip
 MAX_BANDWIDTH_KBIT = 100_000_000        # 100gbit
+MAX_PERCENT = 1000                      # compare --fail-if-slower: B a tenth of A's speed is -90%
 MAX_PATH = 800                          # below PostgreSQL's MAXPGPATH (1024) with room for data/...
 PSEUDO_FS = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "devtmpfs", "debugfs", "tracefs", "securityfs",
              "configfs", "pstore", "bpf", "mqueue", "hugetlbfs", "fusectl", "binfmt_misc", "efivarfs",
@@ -105,6 +106,19 @@ def repeat(text: str) -> int:
 
 def seed(text: str) -> int:
     return whole(text, 0, MAX_SEED, small="'{v}' must be a whole number >= 0")
+
+
+def percent(text: str, maximum: int = MAX_PERCENT) -> float:
+    """A percentage more than 0 and at most maximum, in plain decimal digits ('10', '2.5')."""
+    fix = f"give a number of percent more than 0 and at most {maximum}, e.g. 10 or 2.5"
+    if not re.fullmatch(r"-?[0-9]{1,10}(\.[0-9]{1,10})?", text):
+        raise ValueError(f"'{text}' is not a percentage in digits; {fix}")
+    value = float(text)
+    if value <= 0:
+        raise ValueError(f"'{text}' is not more than 0; {fix}")
+    if value > maximum:
+        raise ValueError(f"'{text}' is too large: at most {maximum} percent; {fix}")
+    return value
 
 
 # -- text ----------------------------------------------------------------------------------------

@@ -163,6 +163,19 @@ def test_compare_run_with_itself_finds_no_difference(runs, workspace_root):
     assert res.stderr == ""
 
 
+def test_fail_if_slower_passes_a_run_compared_with_itself(runs, workspace_root):
+    """The CI gate on real runs: B = A, so no interval lies beyond -5% (exit 0, nothing on stderr,
+    the report as usual). A real exit 1 needs two runs whose cases differ only in a knob (a
+    slower protocol or fetch size): unit tests hold the rule until a study declares one."""
+    res = pgpathbench("compare", "latest", "latest", "--fail-if-slower", "5", workspace=workspace_root)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert runs[1] in res.stdout and "Ratio B/A" in res.stdout and "ro:fdw_local:1:0ms:15" in res.stdout
+    forced = pgpathbench("compare", runs[0], runs[1], "--force", "--fail-if-slower", "1000", "--format", "markdown",
+                         workspace=workspace_root)
+    assert forced.returncode == 0 and len(_markdown_rows(forced.stdout)) == 2, forced.stderr
+    assert forced.stderr.startswith("pgpathbench: warning:") and "slower" not in forced.stderr
+
+
 def test_compare_refuses_a_changed_setting_unless_forced(runs, workspace_root, tmp_path):
     a, b = runs
     res = pgpathbench("compare", a, b, workspace=workspace_root)

@@ -1,12 +1,19 @@
 """compare: environment differences that matter, and the per-case table (no servers)."""
 
 import copy
+import re
 
 import pytest
 
-from pgpathbench.compare import compare, environment_differences, major_minor
+from pgpathbench.compare import (compare, environment_differences, knob_differences, major_minor, pair_cases,
+                                 slower, worse_beyond)
+from pgpathbench.errors import UserError
+from pgpathbench.matrix import Dimension, Parameter
+from pgpathbench.metrics import Metric
 from pgpathbench.results.model import RunResult
+from pgpathbench.stats import Shift
 from pgpathbench.studies import STUDIES
+from pgpathbench.studies.base import Vocabulary
 
 
 def session(**over):
@@ -97,3 +104,135 @@ def test_client_versions_count_by_major_minor():
     assert environment_differences(run(), run("B", sessions=[patch])) == []
     newer = session(pgbench="pgbench (PostgreSQL) 16.4")
     assert environment_differences(run(), run("B", sessions=[newer])) == ["client: pgbench 15.18 vs 16.4"]
+
+
+# -- the CI gate: compare --fail-if-slower PCT ---------------------------------------------------
+TPS = Metric("tps", "tx/s", "higher", "transactions per second")
+LATENCY = Metric("latency_ms", "ms", "lower", "latency average")
+FACT = Metric("rows", "rows", "none", "rows read")
+
+
+def shift(low, high, coverage=0.97):
+    return Shift(4, 4, (low + high) / 2, low, high, coverage)
+
+
+@pytest.mark.parametrize("low, high, fails", [(0.38, 0.45, True), (0.80, 0.899, True), (0.80, 0.90, False),
+                                              (0.85, 0.95, False), (1.1, 1.3, False)])
+def test_higher_is_better_fails_when_the_whole_interval_is_below_the_bound(low, high, fails):
+    assert worse_beyond(shift(low, high), TPS, 10) is fails
+
+
+@pytest.mark.parametrize("low, high, fails", [(1.2, 1.5, True), (1.101, 1.2, True), (1.10, 1.2, False),
+                                              (1.05, 1.3, False), (0.5, 0.8, False)])
+def test_lower_is_better_fails_when_the_whole_interval_is_above_the_bound(low, high, fails):
+    assert worse_beyond(shift(low, high), LATENCY, 10) is fails
+
+
+def test_no_claim_below_95_percent_and_none_without_a_direction():
+    assert not worse_beyond(shift(0.1, 0.2, coverage=0.9), TPS, 10)       # 3 + 3 rounds: 90%
+    assert worse_beyond(shift(0.1, 0.2, coverage=0.95), TPS, 10)
+    assert not worse_beyond(shift(0.1, 0.2), FACT, 10) and not worse_beyond(shift(5, 9), FACT, 10)
+    assert not worse_beyond(shift(0.001, 0.002), TPS, 1000)               # -1000%: never reached
+
+
+def fake_run(run_id, values):
+    """A run of the fake study: case id ('workload:protocol') -> TPS per round (None: failed);
+    latency_ms is 1000 / TPS."""
+    ms = [{"study": "fake", "case_id": case, "round": r, "ok": v is not None,
+           "metrics": {} if v is None else {"tps": v, "latency_ms": 1000 / v if v else 0},
+           "dims": dict(zip(("workload", "protocol"), case.split(":")))}
+          for case, vs in values.items() for r, v in enumerate(vs, 1)]
+    return RunResult.from_rows({**run(run_id), "studies": ["fake"]}, [], ms, [])
+
+
+def registry(primary="tps", knob=True):
+    dims = {"workload": Dimension("workload", "w", ("ro", "rw")),
+            "protocol": Dimension("protocol", "pgbench -M", ("simple", "prepared", "extended"), knob=knob)}
+    params = {"isolation": Parameter("isolation", "i", str, knob=True), "scale": Parameter("scale", "s", int)}
+    return {"fake": Vocabulary("fake", "Fake", (), (), dims, params, {}, {"workload": ("ro",), "protocol": ("simple",)},
+                               {"tps": TPS, "latency_ms": LATENCY}, primary)}
+
+
+BASE = [100, 101, 102, 103]
+
+
+def test_slower_names_each_failing_case_once():
+    a = fake_run("A", {"ro:simple": BASE, "rw:simple": BASE})
+    b = fake_run("B", {"ro:simple": [40, 41, 42, 43], "rw:simple": [95, 96, 97, 98]})
+    (line,) = slower(a, b, registry(), 10)
+    assert re.fullmatch(r"ro:simple: tps B/A 0\.4\d* \[0\.\d+, 0\.4\d*\], worse than -10% at 95%", line), line
+    assert slower(a, b, registry(), 70) == []
+    # the same runs judged by latency (lower is better): B/A about 2.5, worse than +10%
+    (line,) = slower(a, b, registry(primary="latency_ms"), 10)
+    assert re.fullmatch(r"ro:simple: latency_ms B/A 2\.\d+ \[2\.\d+, 2\.\d+\], worse than \+10% at 95%", line), line
+
+
+def test_improvement_and_cases_without_values_never_fail():
+    a = fake_run("A", {"ro:simple": BASE, "rw:simple": BASE, "ro:prepared": BASE})
+    b = fake_run("B", {"ro:simple": [300, 301, 302, 303], "rw:simple": [None] * 4, "ro:prepared": [0, 0, 0, 0]})
+    assert slower(a, b, registry(), 1) == []          # better, failed rounds only, values <= 0 (no ratio)
+    assert slower(b, a, registry(), 1) == ["ro:simple: tps B/A 0.337 [0.33, 0.343], worse than -1% at 95%"]
+
+
+def test_same_values_never_fail_at_any_bound():
+    a, b = fake_run("A", {"ro:simple": BASE}), fake_run("B", {"ro:simple": BASE})
+    assert slower(a, b, registry(), 0.001) == []
+
+
+# -- pairing across knob dimensions ---------------------------------------------------------------
+def test_cases_differing_only_in_a_knob_pair_up():
+    a = fake_run("A", {"ro:simple": BASE, "rw:simple": BASE})
+    b = fake_run("B", {"ro:prepared": [40, 41, 42, 43], "rw:prepared": BASE})
+    pairing = pair_cases(a, b, registry())
+    assert [(x.case_id, y.case_id) for x, y in pairing.pairs] == [("ro:simple", "ro:prepared"),
+                                                                ("rw:simple", "rw:prepared")]
+    assert pairing.knobs == {"protocol": (("simple",), ("prepared",))} and (pairing.only_a, pairing.only_b) == (0, 0)
+    (t,), _ = compare(a, b, registry())
+    assert [r[0] for r in t.rows] == ["ro:simple vs ro:prepared", "rw:simple vs rw:prepared"]
+    assert any(n.startswith("Cases paired across knob dimension(s)") and "protocol simple (A) vs prepared (B)" in n
+               for n in t.notes)
+    assert slower(a, b, registry(), 10)[0].startswith("ro:simple vs ro:prepared: tps B/A 0.4")
+
+
+def test_shared_case_ids_pair_by_id_and_unmatched_cases_are_counted():
+    a = fake_run("A", {"ro:simple": BASE, "rw:simple": BASE})
+    b = fake_run("B", {"ro:simple": BASE, "ro:prepared": BASE})
+    pairing = pair_cases(a, b, registry())
+    assert [(x.case_id, y.case_id) for x, y in pairing.pairs] == [("ro:simple", "ro:simple")]
+    assert pairing.knobs == {} and (pairing.only_a, pairing.only_b) == (1, 1)
+    lone = pair_cases(a, fake_run("B", {"rw:prepared": BASE}), registry())    # ro:simple has no partner
+    assert [(x.case_id, y.case_id) for x, y in lone.pairs] == [("rw:simple", "rw:prepared")]
+    assert (lone.only_a, lone.only_b) == (1, 0)
+
+
+@pytest.mark.parametrize("values_a, values_b, one", [
+    ({"ro:simple": BASE}, {"ro:prepared": BASE, "ro:extended": BASE}, "case ro:simple of A pairs with 2 cases of B "
+                                                                       "(ro:prepared, ro:extended)"),
+    ({"ro:prepared": BASE, "ro:extended": BASE}, {"ro:simple": BASE}, "case ro:simple of B pairs with 2 cases of A "
+                                                                       "(ro:prepared, ro:extended)"),
+])
+def test_an_ambiguous_pairing_is_refused_with_one_line(values_a, values_b, one):
+    with pytest.raises(UserError) as e:
+        pair_cases(fake_run("A", values_a), fake_run("B", values_b), registry())
+    message = str(e.value)
+    assert "\n" not in message and message.startswith("compare: " + one) and "knob(s) protocol" in message
+    assert "; compare runs with one value of each knob" in message
+
+
+def test_cases_differing_in_a_dimension_that_is_no_knob_do_not_pair():
+    a, b = fake_run("A", {"ro:simple": BASE}), fake_run("B", {"rw:prepared": BASE})
+    assert pair_cases(a, b, registry()).pairs == ()
+    a, b = fake_run("A", {"ro:simple": BASE}), fake_run("B", {"ro:prepared": BASE})
+    assert pair_cases(a, b, registry(knob=False)).pairs == ()                 # protocol not declared a knob
+    assert compare(a, b, registry(knob=False)) == ([], [])
+
+
+def test_a_knob_parameter_is_no_environment_difference():
+    base = {"scale": 1, "isolation": "repeatable-read"}
+    a = {**run("A", params=base), "options": {"studies": [{"study": "fake", "params": base}]}}
+    b = {**run("B"), "options": {"studies": [{"study": "fake", "params": {**base, "isolation": "serializable"}}]}}
+    assert environment_differences(a, b) == ["fake parameters: --isolation repeatable-read vs serializable"]
+    assert environment_differences(a, b, registry()) == []
+    assert knob_differences(a, b, registry()) == ["fake parameters: --isolation repeatable-read vs serializable"]
+    c = {**run("C"), "options": {"studies": [{"study": "fake", "params": {**base, "scale": 10}}]}}
+    assert environment_differences(a, c, registry()) == ["fake parameters: --scale 1 vs 10"]
