@@ -12,6 +12,7 @@ figures an independent computation from the exported measurements gives.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import time
@@ -89,6 +90,25 @@ def test_every_case_is_measured_with_consistent_figures(quick):
         assert mt["iterations"] == (50 if d["sqlstrat"].startswith("sql001") else 1)
         assert mt["mode"] == {"cursor": "cursor:1000"}.get(d["method"], d["method"])
     assert not [m for m in ms if m["dims"]["interface"] == "jdbc" and m["dims"]["transport"] == "unix"]
+
+
+def test_loops_carry_their_iterations_distribution_and_the_servers_evidence(quick):
+    """Issue 13: the 1-row loops' percentiles come from each client's histogram of its iterations;
+    every measurement carries what its server did (the case's database, its backends' waits)."""
+    _, rep, _ = quick
+    for m in rep["measurements"]:
+        mt, d = m["metrics"], m["dims"]
+        if d["sqlstrat"].startswith("sql001"):
+            p = [mt[f"latency_{q}_ms"] for q in ("p50", "p90", "p95", "p99", "max")]
+            assert p == sorted(p) and p[0] > 0, (m["case_id"], p)
+            # 50 iterations: their mean lies between the fastest bucket and the slowest iteration
+            assert mt["ms_per_iteration"] <= mt["latency_max_ms"] * 1.0001, m["case_id"]
+        else:
+            assert "latency_p50_ms" not in mt
+        role = "remote" if d["transport"] == "remote" else "local"
+        server = m["evidence"]["servers"][role]
+        assert server["database"]["xact_commit"] >= 1 and server["database"]["tup_returned"] >= mt["rows"], m["case_id"]
+        assert 0 <= server["cpu_ms"]["user"] + server["cpu_ms"]["system"] <= m["duration_s"] * 1000 * os.cpu_count()
 
 
 def test_every_clients_checksum_agrees_for_every_query(quick):
