@@ -107,7 +107,8 @@ def test_loops_carry_their_iterations_distribution_and_the_servers_evidence(quic
             assert "latency_p50_ms" not in mt
         role = "remote" if d["transport"] == "remote" else "local"
         server = m["evidence"]["servers"][role]
-        assert server["database"]["xact_commit"] >= 1 and server["database"]["tup_returned"] + server["database"]["tup_fetched"] >= mt["rows"], m["case_id"]
+        db = server["database"]
+        assert db["xact_commit"] >= 1 and db["tup_returned"] + db["tup_fetched"] >= mt["rows"], m["case_id"]
         assert 0 <= server["cpu_ms"]["user"] + server["cpu_ms"]["system"] <= m["duration_s"] * 1000 * os.cpu_count()
 
 
