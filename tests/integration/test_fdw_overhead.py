@@ -44,8 +44,9 @@ def test_quick_run_stores_every_measurement(quick_run):
     assert Counter(m["case_id"] for m in ms) == {cid: ROUNDS for cid in {m["case_id"] for m in ms}}
     for m in ms:
         assert m["run_id"] == rep["run"]["run_id"] and m["round"] in range(1, ROUNDS + 1)
-        assert set(m["dims"]) == {"workload", "target", "clients", "latency", "pg"}
-        assert m["case_id"] == "{workload}:{target}:{clients}:{latency}:{pg}".format(**m["dims"])
+        assert set(m["dims"]) == {"workload", "target", "clients", "latency", "pg", "protocol"}
+        assert m["case_id"] == "{workload}:{target}:{clients}:{latency}:{pg}:{protocol}".format(**m["dims"])
+        assert m["dims"]["protocol"] == "simple"
         assert m["path"] == (None if m["dims"]["target"] == "local" else "pg15_source_0ms")
         mt = m["metrics"]
         assert mt["tps"] > 0 and mt["latency_ms"] > 0 and mt["transactions"] > 0
