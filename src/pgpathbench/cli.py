@@ -57,6 +57,7 @@ def cmd_run(args, out: Console, err: Console) -> int:
     ws, bins = _context(args)
     if options is not None:
         bins.require(*get_study(options.study).required_tools)
+        get_study(options.study).check(options, bins)   # before anything is written (a user's scripts)
     with _store(args, ws, bins) as store:
         runner = Runner(store, ws, bins, ProgressReporter(err), keep_servers=getattr(args, "keep_servers", False))
         if options is not None:

@@ -120,8 +120,12 @@ def _run_parser(sub) -> None:
             sp.add_argument(f"--{dim.name.replace('_', '-')}", dest=dim.name, metavar="A,B", help=f"{dim.help}" +
                             (f" (from {','.join(dim.values)})" if dim.values else "") +
                             f" [default {','.join(study.default_dims[dim.name])}]")
+        for family in study.knob_families.values():
+            sp.add_argument(family.option, dest=f"knobs_{family.prefix}", action="append", metavar="NAME=A,B",
+                            help=f"{family.help} (repeatable; NAME from {','.join(family.knobs)})")
         for param in study.parameters.values():
-            sp.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}", help=param.help)
+            sp.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}", help=param.help,
+                            action="append" if param.repeatable else "store")
 
 
 def build_parser() -> Parser:
@@ -213,7 +217,10 @@ def study_options(study, args: argparse.Namespace) -> StudyOptions:
                 tuple(preset.dims.get(name, study.default_dims[name]))
         except UserError as e:
             raise UserError(_with_fix(str(e), study)) from None
-    options = StudyOptions(study.name, preset.name, args.repeat or preset.repeat, params, dims)
+    for family in study.knob_families.values():   # open-ended knob dimensions: after the declared ones
+        dims.update(family.parse(getattr(args, f"knobs_{family.prefix}") or ()))
+    given = {name for name in study.dimensions if getattr(args, name) is not None}
+    options = study.refine(StudyOptions(study.name, preset.name, args.repeat or preset.repeat, params, dims), given)
     if not study.cases(options):
         raise UserError("no cases left after exclusions (e.g. --workload rw only allows targets other than "
                         "fdw_external_ro); widen --workload or --target")

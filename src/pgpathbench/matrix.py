@@ -3,6 +3,12 @@
 A dimension is one axis of a study with a closed list of values (or a parser for open ones
 such as a client count). A case is one point of the product; its id joins its values in the
 dimensions' declared order (`ro:fdw_local:1`), so it is the same in every run.
+
+Knob families are open-ended knob dimensions the user names on the command line
+(`--fdw-option fetch_size=1,100` -> the dimension `fdw.fetch_size`): a study declares the family
+(its option, its known names and their parsers), the chosen ones are keys of options.dims like
+any other dimension, and `cross()` appends them after the declared dimensions, by name, so the
+ids of runs without them do not change.
 """
 
 from __future__ import annotations
@@ -57,6 +63,15 @@ class Case:
     def __getitem__(self, name: str) -> str:
         return dict(self.dims)[name]
 
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return dict(self.dims).get(name, default)
+
+    def knobs(self, family: "KnobFamily") -> dict[str, str]:
+        """The case's values of a knob family's dimensions, by knob name (`fetch_size`), those
+        that apply (not NOT_APPLICABLE)."""
+        return {family.knob_name(n): v for n, v in self.dims
+                if family.owns(n) and v != NOT_APPLICABLE}
+
     def as_dict(self) -> dict[str, str]:
         return dict(self.dims)
 
@@ -66,15 +81,71 @@ def cross(study: str, dimensions: Mapping[str, Dimension], chosen: Mapping[str, 
     """Every combination of the chosen values, minus the excluded ones.
 
     Dimensions are taken in the study's declared order, whatever the order of `chosen` (a
-    jsonb round trip reorders keys): case ids must not change when a run is resumed.
+    jsonb round trip reorders keys): case ids must not change when a run is resumed. A declared
+    dimension missing from `chosen` (stored by a version that did not have it) is left out; the
+    dimensions of knob families (not declared) follow the declared ones, by name.
     """
-    names = list(dimensions)
+    names = [n for n in dimensions if n in chosen] + sorted(n for n in chosen if n not in dimensions)
     cases = []
     for combo in itertools.product(*(chosen[n] for n in names)):
         dims = tuple(zip(names, combo))
         if exclude is None or not exclude(dict(dims)):
             cases.append(Case(study, dims))
     return cases
+
+
+NOT_APPLICABLE = "-"   # a knob dimension's value in the cases it does not apply to
+
+
+def not_applicable(cases: Iterable[Case], names: Callable[[str], bool], applies: Callable[[Case], bool]) -> list[Case]:
+    """The cases where the dimensions `names` accepts have no effect (`applies` false) carry
+    NOT_APPLICABLE for them, and are kept once: a local table has no fetch_size to vary."""
+    out: dict[Case, None] = {}
+    for case in cases:
+        if not applies(case):
+            case = Case(case.study, tuple((n, NOT_APPLICABLE if names(n) else v) for n, v in case.dims))
+        out.setdefault(case)
+    return list(out)
+
+
+@dataclass(frozen=True)
+class KnobFamily:
+    """An open-ended family of knob dimensions: `--OPTION NAME=V1,V2` (repeatable) makes the
+    dimension PREFIX.NAME. Names are checked against `knobs` (name -> parser of one value,
+    ValueError with the reason) before anything is written."""
+    prefix: str                                      # "fdw": dimensions fdw.fetch_size, ...
+    option: str                                      # "--fdw-option"
+    help: str
+    knobs: Mapping[str, Callable[[str], str]]
+
+    def dimension_name(self, knob: str) -> str:
+        return f"{self.prefix}.{knob}"
+
+    def owns(self, dimension: str) -> bool:
+        return dimension.startswith(self.prefix + ".")
+
+    def knob_name(self, dimension: str) -> str:
+        return dimension.removeprefix(self.prefix + ".")
+
+    def dimension(self, knob: str) -> Dimension:
+        return Dimension(self.dimension_name(knob), f"{self.option} {knob}", parse=self.knobs[knob], knob=True)
+
+    def parse(self, given: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """['fetch_size=1,100', ...] -> {'fdw.fetch_size': ('1', '100')}; UserError naming the option."""
+        out: dict[str, tuple[str, ...]] = {}
+        for raw in given:
+            name, sep, values = raw.partition("=")
+            name = name.strip()
+            if not sep or not name:
+                raise UserError(f"{self.option}: '{raw}' is not NAME=V1,V2; write e.g. "
+                                f"{self.option} {next(iter(self.knobs))}=...")
+            if name not in self.knobs:
+                raise UserError(f"{self.option}: unknown option '{name}'; choose from {','.join(self.knobs)}")
+            dim = self.dimension_name(name)
+            if dim in out:
+                raise UserError(f"{self.option}: '{name}' given twice; give its values once: {name}=V1,V2")
+            out[dim] = self.dimension(name).validate(values, f"{self.option} {name}")
+        return out
 
 
 def round_order(cases: Iterable[Case], seed: int, round_no: int) -> list[Case]:
@@ -99,11 +170,12 @@ class Parameter:
     """A scalar option of a study (scale, duration): a parser and a help line."""
     name: str
     help: str
-    parse: Callable[[str], object]
+    parse: Callable[[str], object]          # given a list of the values when repeatable
     default: object = None
     # A setting deciding a path's cost, the same for every case: compare accepts runs that differ
     # in it (it names it, but it is no environment difference).
     knob: bool = False
+    repeatable: bool = False                 # the option may be given several times (--script A --script B)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ class ProgressReporter:
         self.done = self.total = 0
 
     def log(self, message: str) -> None:
-        self.console.print(f"[dim]·[/dim] {message}", highlight=False)
+        self.console.print(f"[dim]·[/dim] {message}", highlight=False, emoji=False)
 
     def start(self, study: str, total: int, done: int) -> None:
         self.total, self.done = total, done
@@ -36,7 +36,9 @@ class ProgressReporter:
         if self._bar is not None:
             self._bar.update(self._task, advance=1)
         else:
-            self.console.print(f"[{self.done}/{self.total}] round {round_no} {case_id}: {headline}", highlight=False)
+            # emoji=False: a case id is data (':100:' in 'ro:fdw_external:1:0ms:15:simple:100' is no emoji)
+            self.console.print(f"[{self.done}/{self.total}] round {round_no} {case_id}: {headline}",
+                               highlight=False, emoji=False)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -68,3 +68,33 @@ def test_studies_lists_dimensions_and_presets():
                                          "scale": 100, "duration": 10}
     assert study["presets"]["quick"]["repeat"] == 6 and study["presets"]["quick"]["duration"] == 1
     assert "1 client" in study["presets"]["quick"]["help"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--fdw-option", "fetch_size=0"], "--fdw-option fetch_size: '0' is not a positive whole number"),
+    (["--fdw-option", "fetchsize=10"], "--fdw-option: unknown option 'fetchsize'; choose from fetch_size,"),
+    (["--fdw-option", "fetch_size"], "--fdw-option: 'fetch_size' is not NAME=V1,V2"),
+    (["--fdw-option", "async_capable=sometimes"], "--fdw-option async_capable: 'sometimes' is not a boolean"),
+    (["--protocol", "binary"], "--protocol: unknown value 'binary'; choose from simple,extended,prepared"),
+    (["--script", "{dir}/missing.sql"], "--script: cannot read {dir}/missing.sql: No such file or directory"),
+    (["--script", "{dir}/bad.sql"], "--script: pgbench cannot parse it: {dir}/bad.sql:1: syntax error in command"),
+    (["--script", "{dir}/good.sql", "--script", "{dir}/bad.sql@2"], "{dir}/bad.sql:1: syntax error"),
+    (["--script", "{dir}/good.sql@0"], "--script: weight '0' of"),
+    (["--script", "{dir}/empty.sql"], "--script: {dir}/empty.sql is empty"),
+    (["--script", "{dir}/good.sql", "--workload", "ro"], "--workload: not with --script"),
+    (["--init", "{dir}/good.sql"], "--init: creates the tables your --script reads; give --script FILE too"),
+    (["--script", "{dir}/good.sql", "--init", "{dir}/missing.sql"], "--init: cannot read {dir}/missing.sql"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_bad_knobs_and_scripts_are_one_line_exit_2_nothing_written(extra, message, tmp_path, workspace_root):
+    (tmp_path / "good.sql").write_text("SELECT sum(abalance) FROM pgbench_accounts;\n")
+    (tmp_path / "bad.sql").write_text("\\set aid random(1,\n")
+    (tmp_path / "empty.sql").write_text("\n")
+    ws = workspace_root.parent / (workspace_root.name + "-untouched")
+    argv = [a.format(dir=tmp_path) for a in extra]
+    assert_user_error(pgpathbench(*RUN, *argv, workspace=ws), message.format(dir=tmp_path), untouched=ws)
+
+
+def test_help_lists_the_knob_and_script_options():
+    res = pgpathbench("run", "fdw-overhead", "--help")
+    for option in ("--protocol", "--fdw-option", "--script", "--init"):
+        assert option in res.stdout

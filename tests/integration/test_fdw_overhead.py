@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import signal
 import statistics
 import time
@@ -50,6 +51,7 @@ def test_quick_run_stores_every_measurement(quick_run):
         mt = m["metrics"]
         assert mt["tps"] > 0 and mt["latency_ms"] > 0 and mt["transactions"] > 0
         assert mt["scale"] == 1 and mt["duration_ms"] == 1000 and mt["clients"] == int(m["dims"]["clients"])
+        assert mt["threads"] == min(mt["clients"], os.cpu_count())   # pgbench -j
         # pgbench's latency average is clients x duration / transactions: the figures must agree
         # (where no time went into failed or retried transactions).
         if mt["failures"] == 0 and mt["retries"] == 0:

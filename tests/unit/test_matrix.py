@@ -1,3 +1,6 @@
+import json
+import re
+
 import pytest
 
 from pgpathbench.errors import UserError
@@ -61,8 +64,47 @@ def test_fdw_overhead_matrix_excludes_writes_to_readonly_foreign_tables():
         list(opts.to_json()["dims"].items())))}))
     assert len(cases) == 2 * 4 * 2 - 2
     ids = {c.case_id for c in cases}
-    assert "ro:fdw_external_ro:5:0ms:15" in ids and "rw:fdw_external_ro:1:0ms:15" not in ids
-    assert "rw:local:1:0ms:15" in ids
+    assert "ro:fdw_external_ro:5:0ms:15:simple" in ids and "rw:fdw_external_ro:1:0ms:15:simple" not in ids
+    assert "rw:local:1:0ms:15:simple" in ids
+
+
+def test_a_run_stored_before_a_dimension_existed_keeps_its_case_ids():
+    # Options stored without 'protocol' (resume of an older run): the ids it stored, unchanged.
+    study = STUDIES["fdw-overhead"]
+    old = {k: v for k, v in study.default_dims.items() if k != "protocol"}
+    ids = {c.case_id for c in study.cases(StudyOptions(study.name, "quick", 3, {}, old))}
+    assert "ro:fdw_external_ro:5:0ms:15" in ids and len(ids) == 14
+
+
+def test_knob_family_dimensions_follow_the_declared_ones_and_skip_the_local_table():
+    from pgpathbench.servers.fdw import FAMILY
+    study = STUDIES["fdw-overhead"]
+    dims = {**study.default_dims, "workload": ("ro",), "clients": ("1",), "target": ("local", "fdw_external"),
+            **FAMILY.parse(["fetch_size=1,100", "async_capable=on"])}
+    assert dims["fdw.async_capable"] == ("true",)
+    opts = StudyOptions(study.name, "quick", 3, {}, dims)
+    cases = study.cases(opts)
+    assert [c.case_id for c in cases] == ["ro:local:1:0ms:15:simple:-:-",
+                                          "ro:fdw_external:1:0ms:15:simple:true:1",
+                                          "ro:fdw_external:1:0ms:15:simple:true:100"]
+    assert cases[2]["fdw.fetch_size"] == "100" and cases[2].knobs(FAMILY) == {"fetch_size": "100",
+                                                                               "async_capable": "true"}
+    assert cases[0].knobs(FAMILY) == {}
+    assert study.cases(StudyOptions.from_json(json.loads(json.dumps(opts.to_json())))) == cases   # --resume
+
+
+@pytest.mark.parametrize("given, message", [
+    (["fetch_size"], "--fdw-option: 'fetch_size' is not NAME=V1,V2"),
+    (["fetchsize=1"], "--fdw-option: unknown option 'fetchsize'; choose from fetch_size,"),
+    (["fetch_size=0"], "--fdw-option fetch_size: '0' is not a positive whole number"),
+    (["use_remote_estimate=maybe"], "--fdw-option use_remote_estimate: 'maybe' is not a boolean"),
+    (["fetch_size=1", "fetch_size=2"], "'fetch_size' given twice"),
+    (["extensions=a,b c"], "not a list of extension names"),
+])
+def test_knob_family_refuses_bad_input(given, message):
+    from pgpathbench.servers.fdw import FAMILY
+    with pytest.raises(UserError, match=re.escape(message)):
+        FAMILY.parse(given)
 
 
 @pytest.mark.parametrize("latencies, remote, direct_remote", [
@@ -99,7 +141,7 @@ def test_fdw_overhead_quick_preset_is_the_seeds_shape_in_six_rounds():
     quick = study.presets["quick"]
     dims = {name: tuple(quick.dims.get(name, study.default_dims[name])) for name in study.dimensions}
     cases = study.cases(StudyOptions(study.name, "quick", quick.repeat, quick.params, dims))
-    assert {c.case_id for c in cases} == {f"{w}:{t}:1:0ms:15" for w in ("ro", "rw")
+    assert {c.case_id for c in cases} == {f"{w}:{t}:1:0ms:15:simple" for w in ("ro", "rw")
                                           for t in ("local", "fdw_local", "fdw_external", "fdw_external_ro")} \
-        - {"rw:fdw_external_ro:1:0ms:15"}
+        - {"rw:fdw_external_ro:1:0ms:15:simple"}
     assert quick.repeat >= 6 and quick.params["duration"] == 1

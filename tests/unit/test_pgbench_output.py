@@ -76,11 +76,28 @@ def test_every_metric_a_measurement_carries_is_declared():
 
 def test_command_keeps_n_and_reads_latency_stddev():
     ro = TimedRun("localfdw", "/sock", 5432, "pgpathbench", clients=5, duration_s=1, select_only=True, max_tries=10)
-    assert ro.command("pgbench") == ["pgbench", "-n", "-S", "-c", "5", "-T", "1", "-P", "2", "--max-tries=10",
-                                     "-h", "/sock", "-p", "5432", "-U", "pgpathbench", "localfdw"]
+    assert ro.command("pgbench") == ["pgbench", "-n", "-S", "-M", "simple", "-c", "5", "-T", "1", "-P", "2",
+                                     "--max-tries=10", "-h", "/sock", "-p", "5432", "-U", "pgpathbench", "localfdw"]
     rw = replace(ro, select_only=False)
     assert "-S" not in rw.command("pgbench") and rw.command("pgbench")[1] == "-n"
     assert ro.timeout_s == 61
+
+
+def test_command_with_protocol_and_scripts():
+    run = TimedRun("db", "/sock", 5432, "u", clients=1, duration_s=1, select_only=True, protocol="prepared",
+                   scripts=(("/tmp/a.sql", 1), ("/tmp/b.sql", 3)))
+    cmd = " ".join(run.command("pgbench"))
+    assert "-M prepared" in cmd and "-f /tmp/a.sql@1 -f /tmp/b.sql@3" in cmd and "-S" not in cmd
+
+
+def test_dry_parse_tells_a_script_pgbench_parses_from_one_it_refuses(tmp_path):
+    from pgpathbench.tools.pgbench import dry_parse
+    pgbench = "/usr/lib/postgresql/15/bin/pgbench"
+    good, bad = tmp_path / "good.sql", tmp_path / "bad.sql"
+    good.write_text("\\set aid random(1, 100000)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n")
+    bad.write_text("\\set aid random(1,\n")
+    assert dry_parse(pgbench, [(str(good), 1)]) is None
+    assert "bad.sql:1: syntax error" in dry_parse(pgbench, [(str(good), 1), (str(bad), 2)])
 
 
 def test_command_with_log_and_threads():

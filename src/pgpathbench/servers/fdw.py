@@ -7,10 +7,75 @@ The password goes into the user mapping (that is where postgres_fdw reads it), n
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import re
+from typing import Callable, Mapping, Sequence
 
 import psycopg
 from psycopg import sql
+
+from ..matrix import KnobFamily, positive_int
+
+
+def _boolean(v: str) -> str:
+    if v.lower() not in ("true", "false", "on", "off"):
+        raise ValueError(f"'{v}' is not a boolean; write true or false")
+    return "true" if v.lower() in ("true", "on") else "false"
+
+
+def _cost(v: str) -> str:
+    try:
+        number = float(v)
+    except ValueError:
+        number = -1.0
+    if not number >= 0 or number == float("inf"):
+        raise ValueError(f"'{v}' is not a cost (a number >= 0)")
+    return v
+
+
+def _extensions(v: str) -> str:
+    """Extension names joined by '+' (the comma separates the dimension's values): postgres_fdw's
+    list, 'pg_trgm+cube' -> 'pg_trgm,cube' when set."""
+    names = v.split("+")
+    if not all(re.fullmatch(r"[a-z_][a-z0-9_]*", n) for n in names):
+        raise ValueError(f"'{v}' is not a list of extension names; join names with '+': pg_trgm+cube")
+    return v
+
+
+# The postgres_fdw options that decide a path's cost, each valid on a foreign server (fetch_size,
+# batch_size, use_remote_estimate, async_capable also on a table, where they override the
+# server's): name -> parser of one value. Checked before anything is written; the server would
+# only refuse them during prepare.
+OPTIONS: dict[str, Callable[[str], str]] = {
+    "fetch_size": positive_int("rows per FETCH"),
+    "batch_size": positive_int("rows per remote INSERT"),
+    "use_remote_estimate": _boolean,
+    "async_capable": _boolean,
+    "parallel_commit": _boolean,
+    "keep_connections": _boolean,
+    "fdw_startup_cost": _cost,
+    "fdw_tuple_cost": _cost,
+    "extensions": _extensions,
+}
+
+FAMILY = KnobFamily("fdw", "--fdw-option", "a postgres_fdw option on the foreign server, as a knob dimension: "
+                    "NAME=V1,V2 (extensions: names joined by '+')", OPTIONS)
+
+
+def option_value(name: str, value: str) -> str:
+    """A dimension's value as postgres_fdw takes it."""
+    return value.replace("+", ",") if name == "extensions" else value
+
+
+def set_server_options(conn: psycopg.Connection, server: str, options: Mapping[str, str]) -> None:
+    """ALTER SERVER ... OPTIONS (SET or ADD each): these options in force for new sessions."""
+    if not options:
+        return
+    present = conn.execute("SELECT coalesce(srvoptions, '{}') FROM pg_foreign_server WHERE srvname = %s",
+                           (server,)).fetchone()[0]
+    have = {o.split("=", 1)[0] for o in present}
+    conn.execute(sql.SQL("ALTER SERVER {} OPTIONS ({})").format(sql.Identifier(server), sql.SQL(", ").join(
+        sql.SQL("{} {} {}").format(sql.SQL("SET" if k in have else "ADD"), sql.Identifier(k),
+                                   sql.Literal(option_value(k, v))) for k, v in options.items())))
 
 
 def _options(options: Mapping[str, object]) -> sql.Composable:

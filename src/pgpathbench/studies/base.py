@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
 from ..evidence import Watched
-from ..matrix import Case, Dimension, Parameter, Preset
+from ..matrix import Case, Dimension, KnobFamily, Parameter, Preset
 from ..metrics import Metric
 from ..report import Plot, Table
 from ..results.model import StudyResult
@@ -119,6 +119,8 @@ class Vocabulary:
     default_dims: Mapping[str, tuple[str, ...]]
     metrics: Mapping[str, Metric]            # every figure a measurement carries (metrics.py)
     primary_metric: str                      # the key of `metrics` compare and summaries use
+    # Open-ended knob dimensions (matrix.KnobFamily), by prefix: `--fdw-option fetch_size=1,100`.
+    knob_families: Mapping[str, KnobFamily] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.primary_metric not in self.metrics:
@@ -133,6 +135,15 @@ class Declared:
         if attr in Vocabulary.__dataclass_fields__:
             return getattr(self.vocabulary, attr)
         raise AttributeError(attr)
+
+    def refine(self, options: "StudyOptions", given: set[str]) -> "StudyOptions":
+        """Options the study derives from others, before its cases are made (`given`: the
+        dimensions named on the command line); UserError for combinations it refuses."""
+        return options
+
+    def check(self, options: "StudyOptions", bins: PgBinaries) -> None:
+        """Checks that need the binaries (a user's script parsed by pgbench), before anything is
+        written; UserError naming the option."""
 
     def before_measure(self, env: "StudyEnv", case: Case) -> None:
         """What a measurement needs done first, outside its timing and its evidence (a vacuum)."""
@@ -160,6 +171,8 @@ class Study(Protocol):
     def measure(self, env: StudyEnv, case: Case) -> dict:
         """Metrics of one repeat (numbers); the key "series" may hold per-second points."""
         ...
+    def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions: ...
+    def check(self, options: StudyOptions, bins: PgBinaries) -> None: ...
     def before_measure(self, env: StudyEnv, case: Case) -> None: ...
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]: ...
     def evidence_metrics(self, case: Case, metrics: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict: ...

@@ -1,7 +1,7 @@
 """pgbench as a measuring tool: its command line, its run through the measured spawn, its figures.
 
-`TimedRun` says what one `pgbench -T` run of a builtin script is (database, clients, threads,
-seconds, select-only or TPC-B-like, --max-tries); `run()` spawns it through tools/spawn.py and
+`TimedRun` says what one `pgbench -T` run is (database, clients, threads, seconds, protocol,
+select-only or TPC-B-like or the user's scripts, --max-tries); `run()` spawns it through tools/spawn.py and
 returns every figure pgbench printed (`parse_output`), the latency percentiles and per-second
 series of its per-transaction log (tools/pgbench_log.py) and what the kernel accounted for it
 (wall time, CPU, peak RSS: `process_metrics`). METRICS declares each figure as pgbench.c's
@@ -80,6 +80,8 @@ class TimedRun:
     select_only: bool = False  # -S: the builtin select-only script; otherwise the TPC-B-like one
     max_tries: int = 1
     threads: int = 1           # -j (given only above 1): each thread writes its own log file
+    protocol: str = "simple"   # -M: simple, extended or prepared
+    scripts: tuple[tuple[str, int], ...] = ()   # -f FILE@WEIGHT: the user's scripts instead of a builtin
 
     @property
     def timeout_s(self) -> int:
@@ -87,7 +89,9 @@ class TimedRun:
 
     def command(self, pgbench: Path | str, log_prefix: Path | str | None = None) -> list[str]:
         """The command line; with log_prefix, the per-transaction log goes to log_prefix.PID[.N]."""
-        return [str(pgbench), "-n", *(["-S"] if self.select_only else []), "-c", str(self.clients),
+        workload = [a for path, weight in self.scripts for a in ("-f", f"{path}@{weight}")] or \
+            (["-S"] if self.select_only else [])
+        return [str(pgbench), "-n", *workload, "-M", self.protocol, "-c", str(self.clients),
                 *(["-j", str(self.threads)] if self.threads > 1 else []),
                 "-T", str(self.duration_s),
                 "-P", str(self.duration_s + 1),   # a progress interval past the end: no lines, but latency stddev
@@ -150,6 +154,29 @@ def parse_output(stdout: str) -> dict:
     for counter in ("failures", "retries", "retried"):   # printed only when --max-tries allows retries
         out.setdefault(counter, 0)
     return out
+
+
+PROTOCOLS = ("simple", "extended", "prepared")
+# Where the dry parse connects: a socket directory that cannot exist, so no server is ever reached.
+_NOWHERE = "/nonexistent/pgpathbench-dry-parse"
+_PARSED = "could not create connection for setup"
+
+
+def dry_parse(pgbench: Path | str, scripts: list[tuple[str, int]]) -> str | None:
+    """pgbench's own parse of script files (with their weights), without a server: pgbench parses
+    every -f file while reading its options, and only then connects; pointed at a socket that
+    cannot exist it fails either way, and its message says which. None when the scripts parse,
+    else pgbench's first error line ('bad.sql:1: syntax error in command "set"')."""
+    if Path(_NOWHERE).exists():
+        raise RuntimeError(f"{_NOWHERE} exists: the dry parse would reach a server")
+    cmd = [str(pgbench), "-n", *[a for path, weight in scripts for a in ("-f", f"{path}@{weight}")],
+           "-t", "1", "-h", _NOWHERE, "-p", "1", "-U", "nobody", "nobody"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)
+    if _PARSED in res.stderr:
+        return None
+    lines = [line.removeprefix("pgbench: error: ") for line in res.stderr.splitlines() if line.strip()]
+    return lines[0] if lines else f"pgbench exit {res.returncode}"
 
 
 def initialize(pgbench: Path | str, host: str, port: int, user: str, dbname: str, scale: int) -> None:

@@ -15,8 +15,12 @@ from ...report import Plot, Point, Table
 from ...results.model import CaseResult, StudyResult
 from ...servers.paths import DIRECT, NetworkPath, latency_ms
 from ...stats import Summary, linear_fit, ratio_summary, summarise
-from .spec import REMOTE_TARGETS, TARGET_LABEL, network_path
+from ...matrix import NOT_APPLICABLE
+from ...servers.fdw import FAMILY
+from ...tools.pgbench import PROTOCOLS
+from .spec import REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
 
+DEFAULT_PROTOCOL = "simple"   # pgbench's default -M, what runs before --protocol ran
 LEGACY_MAJOR = "15"   # runs stored before majors were a dimension ran 15 and named links without it
 PUBLISHED_NOTE = ("Published: seed 000's table (PostgreSQL 9.6.2, scale 100, 10 x 10 s, 1 client; "
                   "FDW_ext_ro from seed 001). Compare ratios, not absolute figures, across machines.")
@@ -25,23 +29,43 @@ PATH_COLUMN = "Path to source (measured RTT)"
 
 
 class Key(NamedTuple):
-    """One case of the report, with clients as a number (for sorting)."""
+    """One case of the report, with clients as a number (for sorting). Runs stored before a
+    dimension existed read its default: latency 0ms, PostgreSQL 15, protocol simple, no knobs."""
     workload: str
     target: str
     clients: int
     latency: str = DIRECT
     pg: str = LEGACY_MAJOR
+    protocol: str = DEFAULT_PROTOCOL
+    knobs: tuple[tuple[str, str], ...] = ()    # (fdw.NAME, value), '-' on local
 
     @classmethod
     def of(cls, case: CaseResult) -> "Key":
         return cls(case["workload"], case["target"], int(case["clients"]), case.get("latency", DIRECT),
-                   case.get("pg", LEGACY_MAJOR))
+                   case.get("pg", LEGACY_MAJOR), case.get("protocol", DEFAULT_PROTOCOL),
+                   tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))))
+
+    @property
+    def workload_label(self) -> str:
+        """RO, RW, or the script's name (script:NAME)."""
+        return self.workload if self.workload.startswith(SCRIPT_PREFIX) else self.workload.upper()
+
+    @property
+    def knob_text(self) -> str:
+        """'/prepared/fetch_size=1': the knobs that are not at their default, for labels."""
+        return ((f"/{self.protocol}" if self.protocol != DEFAULT_PROTOCOL else "")
+                + "".join(f"/{FAMILY.knob_name(n)}={v}" for n, v in self.knobs if v != NOT_APPLICABLE))
+
+    def local_twin(self) -> "Key":
+        """The local case measured with this one: same workload, clients, major and protocol."""
+        return self._replace(target="local", latency=DIRECT, knobs=tuple((n, NOT_APPLICABLE) for n, _ in self.knobs))
 
     @property
     def bench(self) -> str:
-        """'RO.FDW_local_5@2ms': the seed's bench name, with clients and link when not 1 and direct."""
-        return (f"{self.workload.upper()}.{TARGET_LABEL[self.target]}" + (f"_{self.clients}" if self.clients != 1 else "")
-                + (f"@{self.latency}" if self.latency != DIRECT else ""))
+        """'RO.FDW_local_5@2ms': the seed's bench name, with clients and link when not 1 and direct,
+        then the knobs not at their default ('/prepared/fetch_size=100')."""
+        return (f"{self.workload_label}.{TARGET_LABEL[self.target]}" + (f"_{self.clients}" if self.clients != 1 else "")
+                + (f"@{self.latency}" if self.latency != DIRECT else "") + self.knob_text)
 
     @property
     def path(self) -> NetworkPath | None:
@@ -52,7 +76,8 @@ class Key(NamedTuple):
 
     def order(self) -> tuple:
         return (self.workload, int(self.pg), self.clients, list(TARGET_LABEL).index(self.target),
-                latency_ms(self.latency))
+                latency_ms(self.latency), PROTOCOLS.index(self.protocol),
+                tuple((n, int(v) if v.isdigit() else -1, v) for n, v in self.knobs))
 
 
 Cases = list[tuple[Key, CaseResult]]
@@ -115,7 +140,7 @@ def explains(cases: Cases) -> str:
     """One line computed from the evidence: why the FDW path of the first RO case costs what it costs."""
     by_key = dict(cases)
     for k, c in cases:
-        local = by_key.get(k._replace(target="local", latency=DIRECT))
+        local = by_key.get(k.local_twin())
         statements, latency = c.median("remote_statements_per_txn"), c.median("latency_ms")
         if k.workload != "ro" or local is None or statements is None or latency is None:
             continue
@@ -134,7 +159,7 @@ def _aggregate_table(title: str, metric: str, cases: Cases, rtt: dict[str, float
         if s is None:
             continue
         ref = published.get((k.workload, k.target, k.clients)) if k.latency == DIRECT else None
-        rows.append([k.bench, k.workload.upper(), TARGET_LABEL[k.target], k.clients, k.pg, k.path_text(rtt),
+        rows.append([k.bench, k.workload_label, TARGET_LABEL[k.target], k.clients, k.pg, k.path_text(rtt),
                      s.max, s.min, s.mean, s.median, s.ci_text, s.n, ref.mean if ref else None])
     return Table(title, ["Bench", "Type", "Target", "Clients", "PG", PATH_COLUMN, "Max", "Min", "Mean", "Median",
                          "95% CI of median", "n", "Published mean"], rows, [PUBLISHED_NOTE, COVERAGE_NOTE],
@@ -146,7 +171,7 @@ def _overheads(cases: Cases) -> dict[Key, Summary]:
     by_key = dict(cases)
     out = {}
     for k, c in cases:
-        local = by_key.get(k._replace(target="local", latency=DIRECT))
+        local = by_key.get(k.local_twin())
         if k.target == "local" or local is None:
             continue
         r = ratio_summary(local.values("tps"), c.values("tps"))
@@ -157,7 +182,7 @@ def _overheads(cases: Cases) -> dict[Key, Summary]:
 
 def _ratio_table(cases: Cases, rtt: dict[str, float]) -> Table:
     ratios = _overheads(cases)
-    rows = [[k.bench, k.workload.upper(), k.clients, TARGET_LABEL[k.target], k.pg, k.path_text(rtt), r.median,
+    rows = [[k.bench, k.workload_label, k.clients, TARGET_LABEL[k.target], k.pg, k.path_text(rtt), r.median,
              r.ci_text, r.verdict(1.0),
              published_tps_ratio(k.workload, k.target, k.clients) if k.latency == DIRECT else None]
             for k, r in ratios.items()]
@@ -182,9 +207,9 @@ def _rtt_cost_table(cases: Cases, result: StudyResult) -> Table:
     for k, c in cases:
         if k.target not in REMOTE_TARGETS:
             continue
-        counted.setdefault((k.workload, k.target, k.clients, k.pg), []).extend(
-            c.values("remote_statements_per_txn").values())
-        xs, ys = points.setdefault((k.workload, k.target, k.clients, k.pg), ([], []))
+        group = (k.workload_label + k.knob_text, k.target, k.clients, k.pg)
+        counted.setdefault(group, []).extend(c.values("remote_statements_per_txn").values())
+        xs, ys = points.setdefault(group, ([], []))
         for round_no, latency in c.values("latency_ms").items():
             x = round_rtt.get((k.path.id, round_no))
             if x is not None:
@@ -197,7 +222,7 @@ def _rtt_cost_table(cases: Cases, result: StudyResult) -> Table:
         except ValueError:
             continue
         statements = counted.get((workload, target, clients, pg))
-        rows.append([workload.upper(), clients, TARGET_LABEL[target], pg, fit.n, fit.slope,
+        rows.append([workload, clients, TARGET_LABEL[target], pg, fit.n, fit.slope,
                      f"[{fit.slope_low:.2f}, {fit.slope_high:.2f}]", fit.intercept, fit.r2,
                      statistics.median(statements) if statements else None])
     return Table("Cost of a round trip: latency per transaction against measured RTT",
@@ -305,7 +330,7 @@ def _target_bars(cases: Cases, extra: dict[Key, str], metric: str, title: str, y
             continue
         summaries.append(s)
         name = TARGET_LABEL[k.target] + (f" over {k.latency} link" if k.latency != DIRECT else "")
-        category = f"{k.workload.upper()} · {_clients_text(k.clients)}{extra[k]}"
+        category = f"{k.workload_label} · {_clients_text(k.clients)}{extra[k]}{k.knob_text}"
         points.setdefault(name, []).append(Point(category, s.median, s.ci_low, s.ci_high))
     if not summaries:
         return None
@@ -328,7 +353,7 @@ def _rtt_lines(cases: Cases, extra: dict[Key, str], rtt: dict[str, float], metri
         if s is None or x is None:
             continue
         summaries.append(s)
-        name = f"{k.workload.upper()} · {_clients_text(k.clients)} · {TARGET_LABEL[k.target]}{extra[k]}"
+        name = f"{k.workload_label} · {_clients_text(k.clients)} · {TARGET_LABEL[k.target]}{extra[k]}{k.knob_text}"
         points.setdefault(name, []).append(Point(x, s.median, s.ci_low, s.ci_high))
     if not summaries:
         return None

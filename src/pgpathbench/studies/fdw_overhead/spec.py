@@ -9,10 +9,14 @@ seed 000's Snippet 2), over the direct path or an emulated link per --latency.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from ... import validate
 from ...evidence import REMOTE_METRICS
 from ...matrix import Dimension, Parameter, Preset, positive_int
 from ...metrics import catalogue
+from ...servers import fdw
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
 from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE
@@ -42,6 +46,61 @@ def isolation(v: str) -> str:
     return v
 
 
+SCRIPT_PREFIX = "script:"   # the workload of a run of the user's scripts: script:NAME (several: script:A+B)
+MAX_FILE_BYTES = 1 << 20
+
+
+def _read(option: str, path: str, what: str) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror}; give a readable {what}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"{path} is over {MAX_FILE_BYTES >> 20} MiB; give a {what} (not data)")
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text; give a {what}") from None
+    if not text.strip():
+        raise ValueError(f"{path} is empty; give a {what}")
+    return text
+
+
+def scripts(given: list[str]) -> list[dict]:
+    """['read.sql', 'write.sql@2'] -> [{name, path, weight, text}]: each file read now (a resumed
+    run runs the same text), its name (the file's stem) unique. pgbench parses them in check()."""
+    out: list[dict] = []
+    for raw in given:
+        path, at, weight = raw.rpartition("@") if "@" in raw else (raw, "", "1")
+        if not validate.digits(weight) or int(weight) < 1 or int(weight) > 1_000_000:
+            raise ValueError(f"weight '{weight}' of '{raw}' is not a whole number from 1 to 1000000; "
+                             "write FILE@WEIGHT")
+        name = Path(path).stem
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", name):
+            raise ValueError(f"'{Path(path).name}': name the file with letters, digits, '_', '-' or '.' "
+                             "(its stem names the workload)")
+        if any(s["name"] == name for s in out):
+            raise ValueError(f"two scripts named '{name}'; give files with different names")
+        out.append({"name": name, "path": str(Path(path).resolve()), "weight": int(weight),
+                    "text": _read("--script", path, "pgbench script")})
+    return out
+
+
+def init_script(path: str) -> dict:
+    """The SQL that creates and loads the scripts' tables on the source, read now."""
+    return {"name": Path(path).name, "path": str(Path(path).resolve()), "text": _read("--init", path, "SQL file")}
+
+
+def script_workload(given: list[dict]) -> str:
+    return SCRIPT_PREFIX + "+".join(s["name"] for s in given)
+
+
+def protocol(v: str) -> str:
+    if v not in pgbench.PROTOCOLS:
+        raise ValueError(f"unknown protocol '{v}'; choose from {','.join(pgbench.PROTOCOLS)}")
+    return v
+
+
 DIMENSIONS = {
     "workload": Dimension("workload", "ro: pgbench -S (select only); rw: the default TPC-B-like script",
                           ("ro", "rw")),
@@ -50,6 +109,8 @@ DIMENSIONS = {
     "clients": Dimension("clients", "pgbench -c: concurrent client sessions", parse=positive_int("clients")),
     "latency": LATENCY,
     "pg": PG,
+    "protocol": Dimension("protocol", "pgbench -M: how statements go to the server (simple query, extended "
+                          "query, prepared statements)", pgbench.PROTOCOLS, knob=True),
 }
 PARAMETERS = {
     "scale": Parameter("scale", "pgbench scale factor of the source (100 = 10M accounts)", count("scale", 1)),
@@ -59,6 +120,12 @@ PARAMETERS = {
                            "repeatable-read"),
     "bandwidth": BANDWIDTH,
     "evidence": EVIDENCE,
+    "script": Parameter("script", "FILE[@WEIGHT]: your own pgbench script, run through local and every FDW "
+                        "target instead of the builtin ones (repeatable: a weighted mix, as pgbench -f; "
+                        "the workload is named script:NAME)", scripts, repeatable=True),
+    "init": Parameter("init", "FILE: SQL run on the source after pgbench -i, creating and loading the tables "
+                      "your --script reads (every table of its public schema becomes a foreign table)",
+                      init_script),
 }
 # quick: the seeds' shape (1 client, RO and RW, the four targets) in 6 rounds of 1 s: the fewest
 # rounds whose min..max interval of a median covers 95%, and the whole run within about a minute.
@@ -69,7 +136,7 @@ PRESETS = {
     "paper": Preset("paper", "the seeds: scale 100, 10 rounds x 10 s", 10, {"scale": 100, "duration": 10}),
 }
 DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
-                "latency": (DIRECT,), "pg": ("15",)}
+                "latency": (DIRECT,), "pg": ("15",), "protocol": ("simple",)}
 
 METRICS = catalogue(*pgbench.METRICS, *REMOTE_METRICS)
 PRIMARY_METRIC = "tps"
@@ -87,4 +154,5 @@ VOCABULARY = Vocabulary(
     name="fdw-overhead", title="pgbench through a local table vs postgres_fdw",
     seeds=("000", "001"), required_tools=("initdb", "postgres", "pgbench"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
-    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC)
+    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
+    knob_families={fdw.FAMILY.prefix: fdw.FAMILY})

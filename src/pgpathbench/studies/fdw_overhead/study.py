@@ -17,17 +17,36 @@ Remote links (--latency, --bandwidth): the external instance reaches the source 
 emulated link per requested latency (a database per link: external_5ms, external_ro_5ms);
 local and fdw_local never cross one and are measured once, at 0ms. Every path's round trip is
 measured before and after each round, and the report reads the overhead against it.
+
+Knobs: --protocol (pgbench -M) and --fdw-option NAME=V1,V2 (postgres_fdw options, dimensions
+fdw.NAME). The options are set on the foreign server of the case's database by ALTER SERVER
+... OPTIONS (SET ...) before each measurement (untimed): pgbench's sessions are new ones, so
+they plan with the options in force, and one database per (target, latency) serves every
+combination (a database per combination would multiply the foreign tables and the connections
+for nothing). The local target has no foreign server: its cases carry '-' for every option.
+
+Your workload: --script FILE[@WEIGHT] (pgbench -f, through local and every FDW target) with
+--init FILE (SQL run on the source after pgbench -i; every table of its public schema is then
+imported). The scripts' text is stored with the run's options, so a resumed run runs the same.
 """
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
+import os
+import shutil
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 from typing import Mapping
 
 from psycopg import sql
 
 from ...evidence import Watched, remote_metrics
-from ...matrix import Case, cross
+from ...errors import UserError
+from ...matrix import Case, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import fdw
@@ -50,6 +69,28 @@ class FdwOverhead(Declared):
     vocabulary = spec.VOCABULARY
 
     # -- the matrix -------------------------------------------------------------------------
+    def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
+        """With --script, the workload is the scripts (script:NAME); --init goes with --script."""
+        p = options.params
+        if p.get("init") and not p.get("script"):
+            raise UserError("--init: creates the tables your --script reads; give --script FILE too")
+        if not p.get("script"):
+            return options
+        if "workload" in given:
+            raise UserError("--workload: not with --script, whose scripts are the workload; leave --workload out")
+        return dataclasses.replace(options, dims={**options.dims, "workload": (spec.script_workload(p["script"]),)})
+
+    def check(self, options: StudyOptions, bins) -> None:
+        """The user's scripts, parsed by pgbench itself (a dry parse: see tools/pgbench.dry_parse)."""
+        given = options.params.get("script")
+        if given:
+            error = pgbench.dry_parse(bins.path("pgbench"), [(s["path"], s["weight"]) for s in given])
+            if error is not None:
+                raise UserError(f"--script: pgbench cannot parse it: {error}; fix the script "
+                                "(pgbench's syntax: SQL lines and \\ meta-commands)")
+        if options.params.get("init"):
+            bins.require("psql")
+
     def cases(self, options: StudyOptions) -> list[Case]:
         requested = options.dims["latency"]
         dims = {**options.dims, "latency": latencies_with_direct(requested)}
@@ -63,7 +104,9 @@ class FdwOverhead(Declared):
                 return d["latency"] not in requested
             return d["latency"] != DIRECT
 
-        return cross(self.name, self.dimensions, dims, exclude)
+        # postgres_fdw's options have no effect on the local table: its cases carry '-' for them.
+        return not_applicable(cross(self.name, self.dimensions, dims, exclude), fdw.FAMILY.owns,
+                              lambda c: c["target"] != "local")
 
     def path(self, case: Case) -> NetworkPath | None:
         return spec.network_path(case["target"], case["latency"], case["pg"])
@@ -85,19 +128,34 @@ class FdwOverhead(Declared):
             cluster.execute("postgres", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         pgbench.initialize(env.bins.path("pgbench"), str(source.sockdir), source.port, SUPERUSER, "source", p["scale"])
         env.log(f"pgbench data at scale {p['scale']} loaded in {time.monotonic() - t0:.1f} s")
+        env.state["scripts"] = _script_files(p.get("script") or [])
+        if p.get("init"):
+            t0 = time.monotonic()
+            _run_init(env, source, p["init"])
+            env.log(f"--init {p['init']['name']} run on the source in {time.monotonic() - t0:.1f} s")
 
         isolation = ISOLATIONS[p["isolation"]]
         source.execute("source", f"ALTER DATABASE source SET default_transaction_isolation = '{isolation}'")
         env.state["source"] = source
-        env.state["targets"] = self._targets(env, source, external, isolation)
-        return Setup(tools={"pgbench": pgbench.version(env.bins.path("pgbench"))},
-                     facts={"scale": p["scale"], "isolation": isolation, "pgbench_flags": "-n always; --max-tries",
-                            "foreign_server": "postgres_fdw over TCP (scram-sha-256), direct or through an "
-                                              "emulated link"})
+        env.state["targets"] = self._targets(env, source, external, isolation, imported=bool(p.get("init")))
+        cases = [c for c in self.cases(env.options) if c["pg"] == env.major]
+        facts = {"scale": p["scale"], "isolation": isolation,
+                 "pgbench_flags": "-n always; -M per case (--protocol); -j min(clients, cores); --max-tries",
+                 "foreign_server": "postgres_fdw over TCP (scram-sha-256), direct or through an emulated link",
+                 # The command each case runs (its log prefix aside) and the options in force per case.
+                 "pgbench_commands": {c.case_id: " ".join(self._run(env, c).command("pgbench")) for c in cases}}
+        knobs = {c.case_id: c.knobs(fdw.FAMILY) for c in cases if c.knobs(fdw.FAMILY)}
+        if knobs:
+            facts["fdw_options"] = knobs
+        if p.get("script"):
+            facts["scripts"] = [{k: s[k] for k in ("name", "weight", "path")} for s in p["script"]]
+        if p.get("init"):
+            facts["init"] = {k: p["init"][k] for k in ("name", "path")}
+        return Setup(tools={"pgbench": pgbench.version(env.bins.path("pgbench"))}, facts=facts)
 
     @staticmethod
-    def _targets(env: StudyEnv, source: Cluster, external: Cluster | None,
-                 isolation: str) -> dict[tuple[str, str], tuple[Cluster, str]]:
+    def _targets(env: StudyEnv, source: Cluster, external: Cluster | None, isolation: str,
+                 imported: bool) -> dict[tuple[str, str], tuple[Cluster, str]]:
         """(target, latency) -> (cluster, database) pgbench connects to, foreign tables made."""
         bandwidth = env.options.params.get("bandwidth")
         targets = {("local", DIRECT): (source, "source")}
@@ -106,7 +164,8 @@ class FdwOverhead(Declared):
         for target in env.options.dims["target"]:
             if target == "fdw_local":
                 # Inside the source's own network stack: loopback, whatever stack that is.
-                _foreign_tables(source, "localfdw", "127.0.0.1", source.port, source, isolation, readonly=False)
+                _foreign_tables(source, "localfdw", "127.0.0.1", source.port, source, isolation, readonly=False,
+                                imported=imported)
                 targets[(target, DIRECT)] = (source, "localfdw")
             elif target in REMOTE_TARGETS:
                 base = {"fdw_external": "external", "fdw_external_ro": "external_ro"}[target]
@@ -114,7 +173,7 @@ class FdwOverhead(Declared):
                     link = env.servers.path(NetworkPath(env.major, SOURCE_ROLE, latency), source, bandwidth)
                     db = base if latency == DIRECT else f"{base}_{latency}"
                     _foreign_tables(external, db, link.host, link.port, source, isolation,
-                                    readonly=target == "fdw_external_ro")
+                                    readonly=target == "fdw_external_ro", imported=imported)
                     targets[(target, latency)] = (external, db)
         return targets
 
@@ -127,6 +186,12 @@ class FdwOverhead(Declared):
         if case["target"] != "local" and evidence_on(env.options):
             # The earlier measurements' entries out of the way: this one's must not be evicted.
             source.execute("postgres", "SELECT pg_stat_statements_reset()")
+        knobs = case.knobs(fdw.FAMILY)
+        if knobs:
+            # The case's postgres_fdw options in force for pgbench's (new) sessions.
+            cluster, db = env.state["targets"][(case["target"], case["latency"])]
+            with cluster.connect(db) as conn:
+                fdw.set_server_options(conn, SERVER, knobs)
 
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
         """The server pgbench connects to, and the source behind a foreign table."""
@@ -142,13 +207,18 @@ class FdwOverhead(Declared):
             return {}
         return remote_metrics(evidence, SOURCE_ROLE, "source", metrics.get("transactions"))
 
-    def measure(self, env: StudyEnv, case: Case) -> dict:
+    @staticmethod
+    def _run(env: StudyEnv, case: Case) -> pgbench.TimedRun:
         p = env.options.params
         cluster, db = env.state["targets"][(case["target"], case["latency"])]
-        run = pgbench.TimedRun(db, str(cluster.sockdir), cluster.port, SUPERUSER, clients=int(case["clients"]),
-                               duration_s=int(p["duration"]), select_only=case["workload"] == "ro",
-                               max_tries=int(p["max_tries"]))
-        return pgbench.run(env.bins.path("pgbench"), run, log=evidence_on(env.options))
+        clients = int(case["clients"])
+        return pgbench.TimedRun(db, str(cluster.sockdir), cluster.port, SUPERUSER, clients=clients,
+                                duration_s=int(p["duration"]), select_only=case["workload"] == "ro",
+                                max_tries=int(p["max_tries"]), threads=min(clients, os.cpu_count() or 1),
+                                protocol=case.get("protocol", "simple"), scripts=env.state["scripts"])
+
+    def measure(self, env: StudyEnv, case: Case) -> dict:
+        return pgbench.run(env.bins.path("pgbench"), self._run(env, case), log=evidence_on(env.options))
 
     # -- the report -------------------------------------------------------------------------
     def report(self, result: StudyResult) -> list[Table]:
@@ -159,13 +229,44 @@ class FdwOverhead(Declared):
 
 
 def _foreign_tables(cluster: Cluster, db: str, host: str, port: int, source: Cluster, isolation: str,
-                    readonly: bool) -> None:
-    """Database `db` on `cluster` with the four pgbench tables as foreign tables of the source."""
+                    readonly: bool, imported: bool = False) -> None:
+    """Database `db` on `cluster` with the four pgbench tables as foreign tables of the source
+    (imported: every table of the source's public schema, those of --init too)."""
     cluster.create_database(db)
     with cluster.connect(db) as conn:
         fdw.create_server(conn, SERVER, host, port, "source", SUPERUSER, source.password)
-        fdw.import_schema(conn, SERVER, "public", "public", TABLES)
+        fdw.import_schema(conn, SERVER, "public", "public", None if imported else TABLES)
         conn.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_isolation = {}").format(
             sql.Identifier(db), sql.Literal(isolation)))
         if readonly:  # seed 000, Snippet 2
-            fdw.alter_tables(conn, TABLES, {"updatable": "false"})
+            tables = [r[0] for r in conn.execute("SELECT foreign_table_name FROM information_schema.foreign_tables "
+                                                 "WHERE foreign_table_schema = 'public' ORDER BY 1")]
+            fdw.alter_tables(conn, tables, {"updatable": "false"})
+
+
+def _script_files(given: list[dict]) -> tuple[tuple[str, int], ...]:
+    """The scripts' stored text written to a private directory for pgbench -f (removed at exit):
+    what runs is what the run stored, even when the files changed since."""
+    if not given:
+        return ()
+    directory = Path(tempfile.mkdtemp(prefix="pgpathbench-scripts-"))
+    atexit.register(shutil.rmtree, directory, True)
+    out = []
+    for s in given:
+        path = directory / f"{s['name']}.sql"
+        path.write_text(s["text"])
+        out.append((str(path), int(s["weight"])))
+    return tuple(out)
+
+
+def _run_init(env: StudyEnv, source: Cluster, init: dict) -> None:
+    """--init's SQL on the source's database through psql (stopping at the first error)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="pgpathbench-init-") as f:
+        f.write(init["text"])
+        f.flush()
+        res = subprocess.run([str(env.bins.path("psql")), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", f.name,
+                              "-h", str(source.sockdir), "-p", str(source.port), "-U", SUPERUSER, "source"],
+                             capture_output=True, text=True)
+    if res.returncode != 0:
+        lines = [line for line in res.stderr.splitlines() if line.strip()]
+        raise RuntimeError(f"--init {init['name']} failed on the source: {lines[-1] if lines else res.returncode}")
