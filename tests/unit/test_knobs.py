@@ -30,6 +30,7 @@ def test_an_open_ended_dimension_with_several_values_is_a_knob():
 
 def test_best_value_per_group_with_its_paired_ratio():
     (table,) = knobs.tables(run().study, STUDY)
+    assert all(len(r) == len(table.columns) for r in table.rows) and table.narrow().rows
     rows = {r[1]: r for r in table.rows}
     fdw = rows["ro:fdw_external:1:0ms:15"]
     assert fdw[2:4] == ["100", "1"] and 2.8 < fdw[4] < 3.2 and fdw[6] == "too few rounds (4)"

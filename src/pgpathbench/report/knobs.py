@@ -59,7 +59,7 @@ def tables(result: StudyResult, study) -> list[Table]:
         if rows:
             out.append(Table(f"Best {knob} per case ({metric.name})",
                              ["Knob", "Other dimensions", "Best", "Worst", "Ratio best/worst", "95% CI",
-                              "Differs from 1", "In words"], [r[:-1] for r in rows],
+                              "Differs from 1"], [r[:-1] for r in rows],
                              [r[-1] for r in rows] + [f"Ratio of {metric.name} ({metric.better} is better) paired "
                                                       "by round: best value's over worst value's."],
                              align_left=4, detail=(3,)))
