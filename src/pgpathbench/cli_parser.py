@@ -121,7 +121,8 @@ def _run_parser(sub) -> None:
                             (f" (from {','.join(dim.values)})" if dim.values else "") +
                             f" [default {','.join(study.default_dims[dim.name])}]")
         for param in study.parameters.values():
-            sp.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}", help=param.help)
+            sp.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}", help=param.help,
+                            action="append" if param.repeatable else "store")
 
 
 def build_parser() -> Parser:

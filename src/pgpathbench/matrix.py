@@ -99,8 +99,9 @@ class Parameter:
     """A scalar option of a study (scale, duration): a parser and a help line."""
     name: str
     help: str
-    parse: Callable[[str], object]
+    parse: Callable[[str], object]      # repeatable: called with the list of every value given
     default: object = None
+    repeatable: bool = False            # --query a=... --query b=...
 
 
 @dataclass(frozen=True)
