@@ -18,7 +18,7 @@ from pgpathbench.errors import CaseError, UserError
 from pgpathbench.references import (INTERFACES_CANDIDATE_RANKING, INTERFACES_LOCCOMM_DURATION,
                                     INTERFACES_LOCATION_RANKING, INTERFACES_STRATEGY_AVG_DURATION,
                                     INTERFACES_TESTCASE_DURATION)
-from pgpathbench.datasets.seed003 import row_bytes, seed_literal, table_sql
+from pgpathbench.datasets.seed003 import QUERIES, row_bytes, seed_literal, table_sql
 from pgpathbench.results.model import RunResult
 from pgpathbench.servers.paths import NetworkPath
 from pgpathbench.stats import Summary
@@ -45,8 +45,8 @@ def test_default_matrix_is_the_seeds_with_psycopg():
     # x 6 query/strategy rows x 3 print/destination rows
     assert len(cases) == (9 + 6 + 6 + 9) * 6 * 3
     ids = {c.case_id for c in cases}
-    assert "libpq:copy:unix:sql10m:once:p-all:null:0ms:15" in ids        # DESIGN.md's example, + latency, pg
-    assert "odbc:normal:unix:sql001:each:p-all:file:0ms:15" in ids
+    assert "libpq:copy:-:unix:sql10m:once:p-all:null:0ms:15" in ids        # DESIGN.md's example, + latency, pg
+    assert "odbc:normal:-:unix:sql001:each:p-all:file:0ms:15" in ids
 
 
 def test_seed_exclusions():
@@ -72,12 +72,12 @@ def test_links_only_multiply_the_remote_transport(latencies, remote_per_candidat
     cases = STUDY.cases(options(interface=("libpq",), method=("copy",), sqlstrat=("sql10m:once",),
                                 output=("p-all:null",), latency=latencies))
     ids = [c.case_id for c in cases]
-    assert "libpq:copy:unix:sql10m:once:p-all:null:0ms:15" in ids
-    assert "libpq:copy:tcp:sql10m:once:p-all:null:0ms:15" in ids
+    assert "libpq:copy:-:unix:sql10m:once:p-all:null:0ms:15" in ids
+    assert "libpq:copy:-:tcp:sql10m:once:p-all:null:0ms:15" in ids
     assert not [i for i in ids if ":unix:" in i and i.endswith(":5ms:15")]
     assert sum(":remote:" in i for i in ids) == remote_per_candidate
-    assert ("libpq:copy:remote:sql10m:once:p-all:null:0ms:15" in ids) == direct
-    assert "libpq:copy:remote:sql10m:once:p-all:null:5ms:15" in ids
+    assert ("libpq:copy:-:remote:sql10m:once:p-all:null:0ms:15" in ids) == direct
+    assert "libpq:copy:-:remote:sql10m:once:p-all:null:5ms:15" in ids
 
 
 def test_case_ids_survive_a_json_round_trip_of_options():
@@ -123,17 +123,16 @@ def test_the_path_of_each_transport():
     cases = STUDY.cases(options(interface=("libpq",), method=("copy",), sqlstrat=("sql10m:once",),
                                 output=("p-all:null",), latency=("0ms", "5ms"), pg=("16",)))
     assert {c.case_id: STUDY.path(c) for c in cases} == {
-        "libpq:copy:unix:sql10m:once:p-all:null:0ms:16": None,
-        "libpq:copy:tcp:sql10m:once:p-all:null:0ms:16": NetworkPath("16", "local", "0ms"),   # lcl:tcp is probed
-        "libpq:copy:remote:sql10m:once:p-all:null:0ms:16": NetworkPath("16", "remote", "0ms"),
-        "libpq:copy:remote:sql10m:once:p-all:null:5ms:16": NetworkPath("16", "remote", "5ms")}
+        "libpq:copy:-:unix:sql10m:once:p-all:null:0ms:16": None,
+        "libpq:copy:-:tcp:sql10m:once:p-all:null:0ms:16": NetworkPath("16", "local", "0ms"),   # lcl:tcp is probed
+        "libpq:copy:-:remote:sql10m:once:p-all:null:0ms:16": NetworkPath("16", "remote", "0ms"),
+        "libpq:copy:-:remote:sql10m:once:p-all:null:5ms:16": NetworkPath("16", "remote", "5ms")}
 
 
 @pytest.mark.parametrize("name, raw, message", [
     ("t50k_rows", "100", "is not a row count >= 4242"),
     ("iterations", "0", "is not a row count >= 1"),
     ("iterations", "x", "is not a row count"),
-    ("fetch", "0", "is not a whole number >= 1"),
     ("jvm_options", "-jar other.jar", "give JVM options only"),
     ("each_transports", "ssl", "give transports among unix,tcp,remote"),
     ("each_methods", "normal,chunked", "give methods among normal,single-row,cursor,copy"),
@@ -364,9 +363,10 @@ def test_every_metric_a_measurement_carries_is_declared(monkeypatch, tmp_path, s
     monkeypatch.setattr(interfaces_study, "run_native_client", fake_client(3, 300, ref.checksum))
     (case,) = STUDY.cases(options(interface=("libpq",), method=("copy",), transport=("tcp",),
                                   sqlstrat=(sqlstrat,), output=(output,)))
-    opts = StudyOptions(STUDY.name, "quick", 6, {"iterations": 20, "fetch": 1000, "timeout": 60}, STUDY.default_dims)
+    opts = StudyOptions(STUDY.name, "quick", 6, {"iterations": 20, "timeout": 60}, STUDY.default_dims)
     env = StudyEnv(opts, "15", None, None, lambda line: None,
                    {"conninfo": {("tcp", "0ms"): "host=x"}, "reference": {"sql001": ref, "sql10m": ref},
+                    "queries": dict(QUERIES),
                     "jvm_options": [], "outfile": str(tmp_path / "out")})
     metrics = STUDY.measure(env, case)
     assert set(metrics) <= set(STUDY.metrics), set(metrics) - set(STUDY.metrics)
