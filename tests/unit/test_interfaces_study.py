@@ -119,6 +119,71 @@ def test_each_transports_and_methods_only_restrict_connect_per_query():
                                  {**STUDY.default_dims, "transport": ("unix",), "sqlstrat": ("sql001:each",)}))
 
 
+def test_fetch_multiplies_only_the_cursor_method():
+    cases = STUDY.cases(options(interface=("jdbc",), transport=("tcp",), sqlstrat=("sql50k:once",),
+                                output=("p-none:null",), fetch=("10", "1000")))
+    assert sorted(c.case_id for c in cases) == sorted([
+        "jdbc:normal:-:tcp:sql50k:once:p-none:null:0ms:15", "jdbc:copy:-:tcp:sql50k:once:p-none:null:0ms:15",
+        "jdbc:cursor:10:tcp:sql50k:once:p-none:null:0ms:15", "jdbc:cursor:1000:tcp:sql50k:once:p-none:null:0ms:15"])
+    assert STUDY.dimensions["fetch"].knob and STUDY.dimensions["fetch"].validate("100, 1000", "--fetch") == \
+        ("100", "1000")
+    # a run stored before --fetch was a dimension (resumed): its --fetch parameter
+    old = StudyOptions(STUDY.name, "standard", 3, {"fetch": 500},
+                       {k: v for k, v in options(interface=("odbc",)).dims.items() if k != "fetch"})
+    assert {c["fetch"] for c in STUDY.cases(old) if c["method"] == "cursor"} == {"500"}
+
+
+def test_user_queries_run_as_sqlstrat_name_once_unless_named():
+    params = {"query": STUDY.parameters["query"].parse(["mine=select id, x1 from t50k where id % 7 = 0;"])}
+    assert params["query"] == {"mine": "select id, x1 from t50k where id % 7 = 0"}
+    small = dict(interface=("libpq",), method=("normal",), transport=("tcp",), output=("p-none:null",))
+    cases = STUDY.cases(StudyOptions(STUDY.name, "standard", 3, params, options(sqlstrat=("sql001:once",), **small).dims))
+    assert {c["sqlstrat"] for c in cases} == {"sql001:once", "mine:once"}
+    named = options(sqlstrat=(STUDY.dimensions["sqlstrat"].validate("mine:each,mine:once", "--sqlstrat")), **small)
+    assert {c["sqlstrat"] for c in STUDY.cases(StudyOptions(STUDY.name, "standard", 3, params, named.dims))} == \
+        {"mine:each", "mine:once"}
+    with pytest.raises(UserError, match="--sqlstrat: 'other:once' names no query"):
+        STUDY.cases(options(sqlstrat=("other:once",), **small))
+    with pytest.raises(UserError, match="given by --query and by --query-file"):
+        STUDY.cases(StudyOptions(STUDY.name, "standard", 3, {**params, "query_file": params["query"]}, named.dims))
+
+
+@pytest.mark.parametrize("raw, message", [
+    (["mine"], "give NAME=SQL"),
+    (["=select 1"], "give NAME=SQL"),
+    (["Mine=select 1"], "not a simple lower-case identifier"),
+    (["sql50k=select 1"], "one of the study's own queries"),
+    (["a=select 1", "a=select 2"], "given twice"),
+    (["a=  ;  "], "the SQL is empty"),
+    (["a=-- nothing"], "the SQL is empty"),
+    (["a=select 1; delete from t50k"], "more than one statement"),
+    (["a=delete from t50k"], "returns rows"),
+])
+def test_bad_user_query(raw, message):
+    with pytest.raises(ValueError, match=message):
+        STUDY.parameters["query"].parse(raw)
+
+
+def test_a_semicolon_inside_quotes_or_comments_is_no_second_statement():
+    parse = STUDY.parameters["query"].parse
+    assert parse(["a=select ';' as x, $q$;$q$ /* ; */ from t50k; -- end;"]) == \
+        {"a": "select ';' as x, $q$;$q$ /* ; */ from t50k"}
+    assert parse(['a=with "w;" as (select 1) table "w;"']) == {"a": 'with "w;" as (select 1) table "w;"'}
+
+
+def test_query_file_must_be_readable_utf8_under_1_mb(tmp_path):
+    parse = STUDY.parameters["query_file"].parse
+    good = tmp_path / "q.sql"
+    good.write_text("select x1\nfrom t10m\n")
+    assert parse([f"mine={good}"]) == {"mine": "select x1\nfrom t10m"}
+    (tmp_path / "latin1.sql").write_bytes("select 'é'".encode("latin-1"))
+    (tmp_path / "big.sql").write_text("select 1 " + " " * (1 << 20))
+    for path, message in ((tmp_path / "none.sql", "not a readable file"), (tmp_path, "not a readable file"),
+                          (tmp_path / "latin1.sql", "not UTF-8"), (tmp_path / "big.sql", "1 MB or more")):
+        with pytest.raises(ValueError, match=message):
+            parse([f"mine={path}"])
+
+
 def test_the_path_of_each_transport():
     cases = STUDY.cases(options(interface=("libpq",), method=("copy",), sqlstrat=("sql10m:once",),
                                 output=("p-all:null",), latency=("0ms", "5ms"), pg=("16",)))
