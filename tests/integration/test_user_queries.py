@@ -89,3 +89,15 @@ def test_file_fdw_tpch_checks_the_users_query_across_storages(workspace_root, tm
     assert answers["nations"]["rows"] == 25 and answers["nations"]["agreeing"] == ["regular/single", "foreign/single"]
     assert answers["nations"]["duckdb"].startswith("not applicable") and answers["q6"]["duckdb"] == "agrees"
     assert {m["metrics"]["answer"] for m in ms if m["dims"]["queries"] == "nations"} == {answers["nations"]["digest"]}
+
+
+def test_file_fdw_tpch_refuses_a_query_the_server_rejects(workspace_root, tmp_path):
+    sql = tmp_path / "bad.sql"
+    sql.write_text("select n_nope from nation")
+    res = pgpathbench("run", "file-fdw-tpch", "--preset", "quick", "--layout", "single", "--queries", "bad",
+                      "--query-file", f"bad={sql}", "--repeat", "1", workspace=workspace_root, timeout=900)
+    assert res.returncode == 2, res.stderr[-3000:]
+    errors = [line for line in res.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "--query-file bad: the server refuses it on regular/single" in errors[0] \
+        and "n_nope" in errors[0], res.stderr
+    assert report_json(workspace_root)["measurements"] == []
