@@ -170,7 +170,7 @@ class Parameter:
     """A scalar option of a study (scale, duration): a parser and a help line."""
     name: str
     help: str
-    parse: Callable[[str], object]          # given a list of the values when repeatable
+    parse: Callable[[str], object]          # repeatable: called with the list of every value given
     default: object = None
     # A setting deciding a path's cost, the same for every case: compare accepts runs that differ
     # in it (it names it, but it is no environment difference).

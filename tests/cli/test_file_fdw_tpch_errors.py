@@ -10,6 +10,12 @@ RUN = ["run", "file-fdw-tpch", "--preset", "quick"]
 @pytest.mark.parametrize("args, message", [
     ([*RUN, "--queries", "1,23"], "--queries: unknown query '23'; TPC-H has queries 1 to 22"),
     ([*RUN, "--queries", "q1,,q6"], "--queries: empty value"),
+    ([*RUN, "--queries", "1,mine"], "--queries: 'mine' is no TPC-H query (1-22) and no NAME of a --query-file"),
+    ([*RUN, "--query-file", "q6=x.sql"], "--query-file: name 'q6' is one of the study's own queries"),
+    ([*RUN, "--query-file", "all=x.sql"], "--query-file: name 'all' is one of the study's own queries"),
+    ([*RUN, "--query-file", "mine"], "--query-file: give NAME=FILE"),
+    ([*RUN, "--query-file", "mine=/nonexistent/q.sql"], "--query-file: mine: /nonexistent/q.sql is not a readable"),
+    ([*RUN, "--query", "mine=select 1"], "--query: unknown option"),
     ([*RUN, "--storage", "parquet"], "--storage: unknown value 'parquet'; choose from regular,foreign"),
     ([*RUN, "--layout", "cluster"], "--layout: unknown value 'cluster'; choose from single,partitioned,scaleout"),
     ([*RUN, "--scale", "0"], "--scale: scale must be from 0.01 to 300, got 0"),
@@ -28,3 +34,12 @@ def test_studies_lists_file_fdw_tpch():
     assert study["dimensions"]["layout"]["values"] == ["single", "partitioned", "scaleout"]
     assert study["dimensions"]["queries"]["default"] == ["q1", "q3", "q5", "q6", "q10", "q12", "q14", "q19"]
     assert study["presets"]["paper"]["scale"] == 10 and study["presets"]["standard"]["scale"] == 1
+
+
+def test_bad_query_file_content_is_one_line_exit_2(tmp_path):
+    for name, text, message in (("empty.sql", "-- nothing\n", "the SQL is empty"),
+                                ("two.sql", "select 1 from nation;\nselect 2;\n", "the SQL holds more than one statement"),
+                                ("write.sql", "delete from nation", "the SQL must be one query that returns rows")):
+        (tmp_path / name).write_text(text)
+        res = pgpathbench(*RUN, "--query-file", f"mine={tmp_path / name}", workspace=tmp_path / "ws")
+        assert_user_error(res, f"--query-file: mine: {message}", untouched=tmp_path / "ws")

@@ -228,12 +228,12 @@ def test_jdbc_normal_holds_far_more_memory_than_its_cursor_on_the_largest_result
     res, rep, _ = quick
     rss = medians_by_case(rep["measurements"], "peak_rss_mib")
     for transport in ("tcp", "remote"):
-        normal = rss[f"jdbc:normal:{transport}:sql10m:once:p-all:file:0ms:15"]
-        cursor = rss[f"jdbc:cursor:{transport}:sql10m:once:p-all:file:0ms:15"]
+        normal = rss[f"jdbc:normal:-:{transport}:sql10m:once:p-all:file:0ms:15"]
+        cursor = rss[f"jdbc:cursor:1000:{transport}:sql10m:once:p-all:file:0ms:15"]
         assert normal > 2 * cursor, (transport, normal, cursor)
         # libpq's normal mode holds the whole PGresult; its single-row mode a row
-        assert rss[f"libpq:normal:{transport}:sql10m:once:p-all:file:0ms:15"] > \
-            4 * rss[f"libpq:single-row:{transport}:sql10m:once:p-all:file:0ms:15"]
+        assert rss[f"libpq:normal:-:{transport}:sql10m:once:p-all:file:0ms:15"] > \
+            4 * rss[f"libpq:single-row:-:{transport}:sql10m:once:p-all:file:0ms:15"]
     assert "Peak memory of the normal method over the streaming ones" in res.stdout
     row = next(line for line in res.stdout.splitlines() if "JDBC" in line and "normal / cursor" in line)
     assert float(row.split("normal / cursor")[1].split()[2]) > 2
@@ -254,7 +254,7 @@ def test_the_seeds_analysis_covers_the_runs_cases(quick):
     assert {(g.key.query, g.key.strategy, g.numiter) for g in groups} == \
         {("sql001", "each", "050"), ("sql001", "once", "050"), ("sql50k", "once", "001"), ("sql10m", "once", "001")}
     assert {g.key.output for g in groups} == {"p-all:file"}                                 # printfracdest
-    jdbc = next(g for g in groups if g.case.case_id == "jdbc:normal:tcp:sql001:each:p-all:file:0ms:15")
+    jdbc = next(g for g in groups if g.case.case_id == "jdbc:normal:-:tcp:sql001:each:p-all:file:0ms:15")
     assert (jdbc.candidate, jdbc.location, jdbc.ifmeth_testcase) == ("JDBC:acc-n", "lcl:tcp",
                                                                       "sql001:050:lcl:tcp:0:p-all:file")
     # ifmeth_cat_results: each case's nml_dur as computed here from the measurements

@@ -22,7 +22,8 @@ from pgpathbench.studies import STUDIES
 from pgpathbench.studies.base import StudyOptions
 from pgpathbench.studies.file_fdw_tpch.spec import (disk_needed, expand_queries, layout_settings, parse_query,
                                                     parse_scale, scan_cores, search_path)
-from pgpathbench.studies.file_fdw_tpch.study import Shape, check_disk, warm_up_and_check
+from pgpathbench.studies.file_fdw_tpch.checks import warm_up_and_check
+from pgpathbench.studies.file_fdw_tpch.study import Shape, check_disk
 
 STUDY = STUDIES["file-fdw-tpch"]
 
@@ -108,10 +109,32 @@ def test_parse_query(raw, expect):
     assert parse_query(raw) == expect
 
 
-@pytest.mark.parametrize("raw", ["0", "23", "q", "x1", ""])
+@pytest.mark.parametrize("raw", ["0", "23", "q", "q23", "1x", ""])
 def test_parse_query_rejects(raw):
     with pytest.raises(ValueError, match="1 to 22"):
         parse_query(raw)
+
+
+def test_user_queries_join_the_chosen_queries(tmp_path):
+    study = STUDIES["file-fdw-tpch"]
+    sql = tmp_path / "mine.sql"
+    sql.write_text("select n_name, count(*) from nation group by n_name; -- mine\n")
+    user = study.parameters["query_file"].parse([f"mine={sql}"])
+    assert user == {"mine": "select n_name, count(*) from nation group by n_name"}
+    base = {"scale": 0.01, "partitions": 2, "timeout": 60, "query_file": user}
+    dims = {**study.default_dims, "layout": ("single",)}
+    cases = study.cases(StudyOptions(study.name, "quick", 2, base, {**dims, "queries": ("q6",)}))
+    assert [c.case_id for c in cases] == ["q6:regular:single:15", "q6:foreign:single:15",
+                                          "mine:regular:single:15", "mine:foreign:single:15"]
+    only = study.cases(StudyOptions(study.name, "quick", 2, base, {**dims, "queries": (parse_query("mine"),)}))
+    assert {c["queries"] for c in only} == {"mine"}
+    assert Shape.of(StudyOptions(study.name, "quick", 2, base, dims)).text("mine") == user["mine"]
+    with pytest.raises(UserError, match="--queries: 'other' is no TPC-H query"):
+        study.cases(StudyOptions(study.name, "quick", 2, base, {**dims, "queries": ("other",)}))
+    for bad, message in ((["q7=x"], "one of the study's own queries"), ([f"all={sql}"], "study's own"),
+                         ([f"mine={tmp_path}"], "not a readable file")):
+        with pytest.raises(ValueError, match=message):
+            study.parameters["query_file"].parse(bad)
 
 
 def test_parse_scale():

@@ -18,7 +18,7 @@ from pgpathbench.errors import CaseError, UserError
 from pgpathbench.references import (INTERFACES_CANDIDATE_RANKING, INTERFACES_LOCCOMM_DURATION,
                                     INTERFACES_LOCATION_RANKING, INTERFACES_STRATEGY_AVG_DURATION,
                                     INTERFACES_TESTCASE_DURATION)
-from pgpathbench.datasets.seed003 import row_bytes, seed_literal, table_sql
+from pgpathbench.datasets.seed003 import QUERIES, row_bytes, seed_literal, table_sql
 from pgpathbench.results.model import RunResult
 from pgpathbench.servers.paths import NetworkPath
 from pgpathbench.stats import Summary
@@ -45,8 +45,8 @@ def test_default_matrix_is_the_seeds_with_psycopg():
     # x 6 query/strategy rows x 3 print/destination rows
     assert len(cases) == (9 + 6 + 6 + 9) * 6 * 3
     ids = {c.case_id for c in cases}
-    assert "libpq:copy:unix:sql10m:once:p-all:null:0ms:15" in ids        # DESIGN.md's example, + latency, pg
-    assert "odbc:normal:unix:sql001:each:p-all:file:0ms:15" in ids
+    assert "libpq:copy:-:unix:sql10m:once:p-all:null:0ms:15" in ids        # DESIGN.md's example, + latency, pg
+    assert "odbc:normal:-:unix:sql001:each:p-all:file:0ms:15" in ids
 
 
 def test_seed_exclusions():
@@ -72,12 +72,12 @@ def test_links_only_multiply_the_remote_transport(latencies, remote_per_candidat
     cases = STUDY.cases(options(interface=("libpq",), method=("copy",), sqlstrat=("sql10m:once",),
                                 output=("p-all:null",), latency=latencies))
     ids = [c.case_id for c in cases]
-    assert "libpq:copy:unix:sql10m:once:p-all:null:0ms:15" in ids
-    assert "libpq:copy:tcp:sql10m:once:p-all:null:0ms:15" in ids
+    assert "libpq:copy:-:unix:sql10m:once:p-all:null:0ms:15" in ids
+    assert "libpq:copy:-:tcp:sql10m:once:p-all:null:0ms:15" in ids
     assert not [i for i in ids if ":unix:" in i and i.endswith(":5ms:15")]
     assert sum(":remote:" in i for i in ids) == remote_per_candidate
-    assert ("libpq:copy:remote:sql10m:once:p-all:null:0ms:15" in ids) == direct
-    assert "libpq:copy:remote:sql10m:once:p-all:null:5ms:15" in ids
+    assert ("libpq:copy:-:remote:sql10m:once:p-all:null:0ms:15" in ids) == direct
+    assert "libpq:copy:-:remote:sql10m:once:p-all:null:5ms:15" in ids
 
 
 def test_case_ids_survive_a_json_round_trip_of_options():
@@ -119,21 +119,85 @@ def test_each_transports_and_methods_only_restrict_connect_per_query():
                                  {**STUDY.default_dims, "transport": ("unix",), "sqlstrat": ("sql001:each",)}))
 
 
+def test_fetch_multiplies_only_the_cursor_method():
+    cases = STUDY.cases(options(interface=("jdbc",), transport=("tcp",), sqlstrat=("sql50k:once",),
+                                output=("p-none:null",), fetch=("10", "1000")))
+    assert sorted(c.case_id for c in cases) == sorted([
+        "jdbc:normal:-:tcp:sql50k:once:p-none:null:0ms:15", "jdbc:copy:-:tcp:sql50k:once:p-none:null:0ms:15",
+        "jdbc:cursor:10:tcp:sql50k:once:p-none:null:0ms:15", "jdbc:cursor:1000:tcp:sql50k:once:p-none:null:0ms:15"])
+    assert STUDY.dimensions["fetch"].knob and STUDY.dimensions["fetch"].validate("100, 1000", "--fetch") == \
+        ("100", "1000")
+    # a run stored before --fetch was a dimension (resumed): its --fetch parameter
+    old = StudyOptions(STUDY.name, "standard", 3, {"fetch": 500},
+                       {k: v for k, v in options(interface=("odbc",)).dims.items() if k != "fetch"})
+    assert {c["fetch"] for c in STUDY.cases(old) if c["method"] == "cursor"} == {"500"}
+
+
+def test_user_queries_run_as_sqlstrat_name_once_unless_named():
+    params = {"query": STUDY.parameters["query"].parse(["mine=select id, x1 from t50k where id % 7 = 0;"])}
+    assert params["query"] == {"mine": "select id, x1 from t50k where id % 7 = 0"}
+    small = dict(interface=("libpq",), method=("normal",), transport=("tcp",), output=("p-none:null",))
+    cases = STUDY.cases(StudyOptions(STUDY.name, "standard", 3, params, options(sqlstrat=("sql001:once",), **small).dims))
+    assert {c["sqlstrat"] for c in cases} == {"sql001:once", "mine:once"}
+    named = options(sqlstrat=(STUDY.dimensions["sqlstrat"].validate("mine:each,mine:once", "--sqlstrat")), **small)
+    assert {c["sqlstrat"] for c in STUDY.cases(StudyOptions(STUDY.name, "standard", 3, params, named.dims))} == \
+        {"mine:each", "mine:once"}
+    with pytest.raises(UserError, match="--sqlstrat: 'other:once' names no query"):
+        STUDY.cases(options(sqlstrat=("other:once",), **small))
+    with pytest.raises(UserError, match="given by --query and by --query-file"):
+        STUDY.cases(StudyOptions(STUDY.name, "standard", 3, {**params, "query_file": params["query"]}, named.dims))
+
+
+@pytest.mark.parametrize("raw, message", [
+    (["mine"], "give NAME=SQL"),
+    (["=select 1"], "give NAME=SQL"),
+    (["Mine=select 1"], "not a simple lower-case identifier"),
+    (["sql50k=select 1"], "one of the study's own queries"),
+    (["a=select 1", "a=select 2"], "given twice"),
+    (["a=  ;  "], "the SQL is empty"),
+    (["a=-- nothing"], "the SQL is empty"),
+    (["a=select 1; delete from t50k"], "more than one statement"),
+    (["a=delete from t50k"], "returns rows"),
+])
+def test_bad_user_query(raw, message):
+    with pytest.raises(ValueError, match=message):
+        STUDY.parameters["query"].parse(raw)
+
+
+def test_a_semicolon_inside_quotes_or_comments_is_no_second_statement():
+    parse = STUDY.parameters["query"].parse
+    assert parse(["a=select ';' as x, $q$;$q$ /* ; */ from t50k; -- end;"]) == \
+        {"a": "select ';' as x, $q$;$q$ /* ; */ from t50k"}
+    assert parse(['a=with "w;" as (select 1) table "w;"']) == {"a": 'with "w;" as (select 1) table "w;"'}
+
+
+def test_query_file_must_be_readable_utf8_under_1_mb(tmp_path):
+    parse = STUDY.parameters["query_file"].parse
+    good = tmp_path / "q.sql"
+    good.write_text("select x1\nfrom t10m\n")
+    assert parse([f"mine={good}"]) == {"mine": "select x1\nfrom t10m"}
+    (tmp_path / "latin1.sql").write_bytes("select 'é'".encode("latin-1"))
+    (tmp_path / "big.sql").write_text("select 1 " + " " * (1 << 20))
+    for path, message in ((tmp_path / "none.sql", "not a readable file"), (tmp_path, "not a readable file"),
+                          (tmp_path / "latin1.sql", "not UTF-8"), (tmp_path / "big.sql", "1 MB or more")):
+        with pytest.raises(ValueError, match=message):
+            parse([f"mine={path}"])
+
+
 def test_the_path_of_each_transport():
     cases = STUDY.cases(options(interface=("libpq",), method=("copy",), sqlstrat=("sql10m:once",),
                                 output=("p-all:null",), latency=("0ms", "5ms"), pg=("16",)))
     assert {c.case_id: STUDY.path(c) for c in cases} == {
-        "libpq:copy:unix:sql10m:once:p-all:null:0ms:16": None,
-        "libpq:copy:tcp:sql10m:once:p-all:null:0ms:16": NetworkPath("16", "local", "0ms"),   # lcl:tcp is probed
-        "libpq:copy:remote:sql10m:once:p-all:null:0ms:16": NetworkPath("16", "remote", "0ms"),
-        "libpq:copy:remote:sql10m:once:p-all:null:5ms:16": NetworkPath("16", "remote", "5ms")}
+        "libpq:copy:-:unix:sql10m:once:p-all:null:0ms:16": None,
+        "libpq:copy:-:tcp:sql10m:once:p-all:null:0ms:16": NetworkPath("16", "local", "0ms"),   # lcl:tcp is probed
+        "libpq:copy:-:remote:sql10m:once:p-all:null:0ms:16": NetworkPath("16", "remote", "0ms"),
+        "libpq:copy:-:remote:sql10m:once:p-all:null:5ms:16": NetworkPath("16", "remote", "5ms")}
 
 
 @pytest.mark.parametrize("name, raw, message", [
     ("t50k_rows", "100", "is not a row count >= 4242"),
     ("iterations", "0", "is not a row count >= 1"),
     ("iterations", "x", "is not a row count"),
-    ("fetch", "0", "is not a whole number >= 1"),
     ("jvm_options", "-jar other.jar", "give JVM options only"),
     ("each_transports", "ssl", "give transports among unix,tcp,remote"),
     ("each_methods", "normal,chunked", "give methods among normal,single-row,cursor,copy"),
@@ -364,9 +428,10 @@ def test_every_metric_a_measurement_carries_is_declared(monkeypatch, tmp_path, s
     monkeypatch.setattr(interfaces_study, "run_native_client", fake_client(3, 300, ref.checksum))
     (case,) = STUDY.cases(options(interface=("libpq",), method=("copy",), transport=("tcp",),
                                   sqlstrat=(sqlstrat,), output=(output,)))
-    opts = StudyOptions(STUDY.name, "quick", 6, {"iterations": 20, "fetch": 1000, "timeout": 60}, STUDY.default_dims)
+    opts = StudyOptions(STUDY.name, "quick", 6, {"iterations": 20, "timeout": 60}, STUDY.default_dims)
     env = StudyEnv(opts, "15", None, None, lambda line: None,
                    {"conninfo": {("tcp", "0ms"): "host=x"}, "reference": {"sql001": ref, "sql10m": ref},
+                    "queries": dict(QUERIES),
                     "jvm_options": [], "outfile": str(tmp_path / "out")})
     metrics = STUDY.measure(env, case)
     assert set(metrics) <= set(STUDY.metrics), set(metrics) - set(STUDY.metrics)

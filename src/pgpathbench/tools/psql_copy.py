@@ -17,6 +17,14 @@ from ..clients import RowChecksum, repeated_checksum, session_env
 from .spawn import spawn_measured
 
 
+class CopyFailed(RuntimeError):
+    """psql failed or took too long; `detail` is its last line (or the timeout), without the SQL."""
+
+    def __init__(self, message: str, detail: str):
+        super().__init__(message)
+        self.detail = detail
+
+
 @dataclass(frozen=True)
 class Reference:
     """What psql's COPY (SQL) TO STDOUT prints for one query: every client must return the same."""
@@ -51,21 +59,29 @@ class _Hasher(threading.Thread):
                 self.size += len(chunk)
 
 
-def copy_reference(psql: Path, conninfo: str, sql: str, timeout: float = 3600) -> Reference:
-    """psql -c 'COPY (sql) TO STDOUT' through the measured spawn, its output hashed as it streams.
-    RuntimeError (with psql's last line) when psql fails or takes longer than `timeout` seconds."""
+def copy_reference(psql: Path, conninfo: str, sql: str, timeout: float = 3600, read_only: bool = False) -> Reference:
+    """psql -c 'COPY (sql) TO STDOUT' through the measured spawn, its output hashed as it streams
+    (read_only: in a read-only transaction, so that a query that writes fails instead).
+    CopyFailed (with psql's last line) when psql fails or takes longer than `timeout` seconds."""
+    env = session_env()
+    if read_only:
+        env["PGOPTIONS"] += " -c default_transaction_read_only=on"
     read_end, write_end = os.pipe()
     hasher = _Hasher(read_end)
     hasher.start()
     try:
-        m = spawn_measured([str(psql), "-X", "-q", "-d", conninfo, "-c", f"COPY ({sql}) TO STDOUT"], timeout,
-                           env=session_env(), stdout=write_end)
+        m = spawn_measured([str(psql), "-X", "-q", "-d", conninfo, "-c", f"COPY ({sql}\n) TO STDOUT"], timeout,
+                           env=env, stdout=write_end)
     finally:
         os.close(write_end)      # psql has exited (or was killed): the hasher reaches the end
         hasher.join()
     if m.timed_out:
-        raise RuntimeError(f"psql COPY of '{sql}' took more than {timeout:g} s")
+        raise CopyFailed(f"psql COPY of '{sql}' took more than {timeout:g} s", f"took more than {timeout:g} s")
     if m.returncode != 0:
         lines = [line for line in m.stderr.splitlines() if line.strip()]
-        raise RuntimeError(f"psql COPY of '{sql}' failed: {lines[-1] if lines else f'exit {m.returncode}'}")
+        # psql's ERROR line, not the LINE and caret lines after it
+        detail = next((line.strip() for line in lines if "ERROR:" in line or "FATAL:" in line),
+                      lines[-1] if lines else f"exit {m.returncode}")
+        detail = " ".join(detail.split())
+        raise CopyFailed(f"psql COPY of '{sql}' failed: {detail}", detail)
     return Reference(hasher.rows, hasher.size, f"{hasher.checksum.value:016x}")

@@ -17,7 +17,7 @@ from ...references import (FILE_FDW_TPCH_PARSE_MB_S_PER_CORE, FILE_FDW_TPCH_SECO
 from ...report import Plot, Point, Table
 from ...results.model import StudyResult
 from ...stats import ratio_summary, summarise
-from .spec import LAYOUT_SYSTEM, LAYOUTS, PRIMARY_METRIC, STORAGES, scan_cores
+from .spec import LAYOUT_SYSTEM, LAYOUTS, PRIMARY_METRIC, STORAGES, query_label, query_rank, scan_cores
 
 Series = dict[tuple[str, str, str, str], dict[int, float]]   # (query, storage, layout, pg) -> round: seconds
 V1_SETUP_PREFIX = "file_fdw_tpch_pg"
@@ -50,7 +50,7 @@ def setups(result: StudyResult) -> dict[str, dict]:
 
 
 def queries_in(series: Series) -> list[str]:
-    return sorted({k[0] for k in series}, key=lambda q: int(q[1:]))
+    return sorted({k[0] for k in series}, key=query_rank)
 
 
 def majors_in(series: Series) -> list[str]:
@@ -73,7 +73,7 @@ def seed_table(series: Series) -> Table:
     rows = []
     for pg in pgs:
         for q in queries_in(series):
-            row = [q.upper()] + ([pg] if len(pgs) > 1 else [])
+            row = [query_label(q)] + ([pg] if len(pgs) > 1 else [])
             for la in layouts:
                 for st in STORAGES:
                     v = series.get((q, st, la, pg))
@@ -106,7 +106,7 @@ def slowdown_table(series: Series) -> Table:
                     continue
                 rs, fs = summarise(list(reg.values())), summarise(list(fdw.values()))
                 found[(q, la, pg)] = r.median
-                rows.append([q.upper(), la, pg, rs.median, rs.ci_text, fs.median, fs.ci_text, r.median, r.ci_text,
+                rows.append([query_label(q), la, pg, rs.median, rs.ci_text, fs.median, fs.ci_text, r.median, r.ci_text,
                              r.verdict(1.0), file_fdw_tpch_slowdown(q, LAYOUT_SYSTEM[la]),
                              SYSTEM_NAMES[LAYOUT_SYSTEM[la]]])
     notes = ["Slowdown: seconds on file_fdw / seconds on regular tables, paired by round (measured in the same "
@@ -148,7 +148,7 @@ def parse_table(series: Series, env: dict[str, dict]) -> Table | None:
         cores = scan_cores(la, plan.get("workers", 0), fp.get("partitions", 1))
         s = summarise(list(values.values()))
         rate, per_core = parse_rate(nbytes, s.median, cores)
-        rows.append([q.upper(), la, pg, nbytes / MB, s.median, cores, rate, per_core,
+        rows.append([query_label(q), la, pg, nbytes / MB, s.median, cores, rate, per_core,
                      parse_only(values, series.get((q, "regular", la, pg)), nbytes, cores),
                      FILE_FDW_TPCH_PARSE_MB_S_PER_CORE])
     if not rows:
@@ -182,8 +182,8 @@ def plans_table(series: Series, env: dict[str, dict]) -> Table | None:
                     continue
                 same = reg["shape"] == fdw["shape"]
                 if not same:
-                    differ.append(f"{q.upper()} {la}")
-                rows.append([q.upper(), la, pg, reg["shape"], reg["workers"], fdw["shape"], fdw["workers"],
+                    differ.append(f"{query_label(q)} {la}")
+                rows.append([query_label(q), la, pg, reg["shape"], reg["workers"], fdw["shape"], fdw["workers"],
                              "same" if same else "DIFFERS"])
     if not rows:
         return None
@@ -206,7 +206,7 @@ def answers_table(env: dict[str, dict]) -> Table | None:
             continue
         sides = 2 * len(fp.get("layouts", []))
         for q, a in fp["answers"].items():
-            rows.append([q.upper(), pg, a.get("rows"), f"{len(a.get('agreeing', []))} of {sides}",
+            rows.append([query_label(q), pg, a.get("rows"), f"{len(a.get('agreeing', []))} of {sides}",
                          a.get("duckdb"), a.get("digest")])
         duck = fp.get("duckdb") or {}
         notes.append(f"PG {pg}: DuckDB {duck.get('version')} over the same files in {duck.get('seconds')} s"
@@ -281,16 +281,16 @@ def plots(result: StudyResult) -> list[Plot]:
     seconds: dict[str, list] = defaultdict(list)
     slowdown: dict[str, list] = defaultdict(list)
     multi = len(majors_in(series)) > 1
-    for (q, st, la, pg), values in sorted(series.items(), key=lambda kv: int(kv[0][0][1:])):
+    for (q, st, la, pg), values in sorted(series.items(), key=lambda kv: query_rank(kv[0][0])):
         s = summarise(list(values.values()))
         suffix = f" (PG {pg})" if multi else ""
-        seconds[f"{la} {st}{suffix}"].append(Point(q.upper(), s.median, s.ci_low, s.ci_high))
+        seconds[f"{la} {st}{suffix}"].append(Point(query_label(q), s.median, s.ci_low, s.ci_high))
         if st == "foreign" and (q, "regular", la, pg) in series:
             r = ratio_summary(values, series[(q, "regular", la, pg)])
             if r is not None:
-                slowdown[la + suffix].append(Point(q.upper(), r.median, r.ci_low, r.ci_high))
+                slowdown[la + suffix].append(Point(query_label(q), r.median, r.ci_low, r.ci_high))
     for system, label in (("postgresql", "published PostgreSQL"), ("citusdb", "published CitusDB")):
-        pts = [Point(q.upper(), v) for q in queries_in(series) if (v := file_fdw_tpch_slowdown(q, system))]
+        pts = [Point(query_label(q), v) for q in queries_in(series) if (v := file_fdw_tpch_slowdown(q, system))]
         if pts:
             slowdown[label] = pts
     return [

@@ -4,8 +4,9 @@ carries, the layouts' settings and schemas, and the parsers of its options."""
 from __future__ import annotations
 
 import os
+import re
 
-from ... import validate
+from ... import user_queries, validate
 from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
 from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
 from ...matrix import Dimension, Parameter, Preset
@@ -75,10 +76,16 @@ def scan_cores(layout: str, workers: int, partitions: int) -> int:
 
 
 # --- options -----------------------------------------------------------------------------------
+def tpch_name(name: str) -> bool:
+    """Whether a name is TPC-H's (q, q1, q23...) or 'all': not a name for a query of the user's."""
+    return name == "all" or re.fullmatch(r"q[0-9]*", name) is not None
+
+
 def parse_query(v: str) -> str:
-    """'6', 'q6', 'Q6' -> 'q6'; 'all' stays (expanded by cases())."""
+    """'6', 'q6', 'Q6' -> 'q6'; 'all' stays (expanded by cases()); a name of the user's (--query-file
+    NAME=FILE) stays, checked by cases()."""
     v = v.strip().lower()
-    if v == "all":
+    if v == "all" or (user_queries.NAME.fullmatch(v) and not tpch_name(v)):
         return v
     n = v[1:] if v.startswith("q") else v
     if not validate.digits(n) or not 1 <= int(n) <= 22:
@@ -86,9 +93,21 @@ def parse_query(v: str) -> str:
     return f"q{int(n)}"
 
 
-def expand_queries(values) -> tuple[str, ...]:
+def expand_queries(values, user=()) -> tuple[str, ...]:
+    """The TPC-H queries chosen, in their order, then every query of the user's (`user`: their
+    names, in the order given): those run whether or not --queries names them."""
     chosen = set(ALL_QUERIES if "all" in values else values)
-    return tuple(q for q in ALL_QUERIES if q in chosen)
+    return tuple(q for q in ALL_QUERIES if q in chosen) + tuple(user)
+
+
+def query_rank(query: str) -> tuple:
+    """TPC-H's queries by number, then the user's by name."""
+    return (int(query[1:]), "") if query in ALL_QUERIES else (len(ALL_QUERIES) + 1, query)
+
+
+def query_label(query: str) -> str:
+    """Q6 for TPC-H's, the user's name as given for theirs."""
+    return query.upper() if query in ALL_QUERIES else query
 
 
 def parse_scale(v: str) -> float:
@@ -137,7 +156,8 @@ def disk_needed(scale: float, layouts, cached_files: bool, cached_parts: bool, p
 # --- declarations ------------------------------------------------------------------------------
 DIMENSIONS = {
     "queries": Dimension("queries", "TPC-H queries with the specification's validation parameters "
-                         "(1-22, q1-q22, or all)", parse=parse_query),
+                         "(1-22, q1-q22, or all), and NAMEs of --query-file (which run also when not named here)",
+                         parse=parse_query),
     "storage": Dimension("storage", "regular: tables loaded with COPY; foreign: file_fdw over the .tbl files",
                          STORAGES),
     "layout": Dimension("layout", "single: one node, one core per query; partitioned: lineitem and orders in "
@@ -151,6 +171,8 @@ PARAMETERS = {
                             f"layout (default: cores, here {CORES})", parse_partitions, CORES),
     "timeout": Parameter("timeout", "statement timeout of one query, seconds", parse_timeout, 3600),
     "evidence": EVIDENCE,
+    **user_queries.parameters(tpch_name, "SQL over the TPC-H tables, run on both storages and every layout, its "
+                              "answer checked equal across them", inline=False),
 }
 # Quick: the seed's two columns (one core; all cores on partitions, as CitusDB's 4 blocks) at the
 # smallest scale, in rounds enough for 95% intervals; --layout scaleout adds the third.

@@ -47,17 +47,16 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable, TypeVar
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, TypeVar
 
 import psycopg
 from psycopg import sql
 
-from ...datasets.tpch.answers import AnswerMismatch, agreement, answer_digest, duckdb_answers
+from ...datasets.tpch.answers import answer_digest
 from ...datasets.tpch.files import MB, TpchFiles, parse_rate, scale_text, tpchgen_path, tpchgen_version
 from ...datasets.tpch.load import Task, copy_tasks, run_tasks
-from ...datasets.tpch.plans import plan_shape, plan_workers
-from ...datasets.tpch.queries import SCAN_QUERIES, query_text
+from ...datasets.tpch.queries import ALL_QUERIES, SCAN_QUERIES, query_text
 from ...datasets.tpch.schema import PARTITION_KEY, PARTITIONED, column_list
 from ...errors import CaseError, UserError
 from ...evidence import Watched, flush_statistics
@@ -68,8 +67,8 @@ from ...servers.cluster import SUPERUSER, Cluster
 from ...servers.fdw import create_server
 from ...servers.paths import NetworkPath
 from ..base import Declared, Setup, StudyEnv, StudyOptions
-from . import report, spec
-from .spec import (CLUSTER_SETTINGS, CORES, DB, DUCKDB_MAX_SCALE, LAYOUTS, POSTGRES_FDW_OPTIONS, STORAGES,
+from . import checks, report, spec
+from .spec import (CLUSTER_SETTINGS, CORES, DB, LAYOUTS, POSTGRES_FDW_OPTIONS, STORAGES,
                    disk_needed, expand_queries, layout_settings, scan_cores, schema, search_path, single_tables)
 
 T = TypeVar("T")
@@ -84,12 +83,22 @@ class Shape:
     layouts: tuple[str, ...]
     queries: tuple[str, ...]
     timeout: int = 3600
+    user: Mapping[str, str] = field(default_factory=dict)     # the user's queries: {NAME: SQL}
 
     @classmethod
     def of(cls, options: StudyOptions) -> "Shape":
         p = options.params
+        user = p.get("query_file") or {}
+        unknown = [q for q in options.dims["queries"] if q != "all" and q not in ALL_QUERIES and q not in user]
+        if unknown:
+            raise UserError(f"--queries: '{unknown[0]}' is no TPC-H query (1-22) and no NAME of a --query-file; "
+                            f"give --query-file {unknown[0]}=FILE or choose TPC-H queries (e.g. 1,6)")
         return cls(float(p["scale"]), int(p["partitions"]), tuple(la for la in LAYOUTS if la in options.dims["layout"]),
-                   expand_queries(options.dims["queries"]), int(p["timeout"]))
+                   expand_queries(options.dims["queries"], user), int(p["timeout"]), user)
+
+    def text(self, query: str) -> str:
+        """The PostgreSQL text of a query: TPC-H's at this scale, or the user's."""
+        return self.user[query] if query in self.user else query_text(query, self.scale)
 
     @property
     def needs_parts(self) -> bool:
@@ -105,7 +114,7 @@ class FileFdwTpch(Declared):
     vocabulary = spec.VOCABULARY
 
     def cases(self, options: StudyOptions) -> list[Case]:
-        dims = {**options.dims, "queries": expand_queries(options.dims["queries"])}
+        dims = {**options.dims, "queries": Shape.of(options).queries}
         return cross(self.name, self.dimensions, dims)
 
     def path(self, case: Case) -> NetworkPath | None:
@@ -130,9 +139,9 @@ class FileFdwTpch(Declared):
         facts.update(load_and_analyze(main, workers, files, shape, env.log))
         conns = {side: connect(main, *side, shape.timeout) for side in shape.sides}
         facts["settings"] = settings_facts(shape, bool(workers))
-        plans = explain(conns, shape)
+        plans = checks.explain(conns, shape)
         t0 = time.monotonic()
-        answers, duck, digests = warm_up_and_check(conns, files, shape)
+        answers, duck, digests = checks.warm_up_and_check(conns, files, shape)
         facts.update(answers=answers, duckdb=duck, warmup_and_check_s=round(time.monotonic() - t0, 3))
         env.log(f"warm-up run and answer checks of {len(shape.queries) * len(shape.sides)} cases in "
                 f"{facts['warmup_and_check_s']:.1f} s: every answer agrees"
@@ -162,7 +171,7 @@ class FileFdwTpch(Declared):
                 raise CaseError(f"cannot connect: {str(e).strip()}") from None
         try:
             t0 = time.perf_counter()
-            rows = conn.execute(query_text(q, shape.scale)).fetchall()
+            rows = conn.execute(shape.text(q)).fetchall()
             seconds = time.perf_counter() - t0
             flush_statistics(conn)   # a kept session: its statistics are the evidence's now, not in 10 s
         except psycopg.errors.QueryCanceled:
@@ -388,48 +397,3 @@ def load_and_analyze(main: Cluster, workers: list[Cluster], files: TpchFiles, sh
     log(f"analysed regular and foreign tables in {analysed.wall_s:.1f} s")
     facts["load_and_analyze_s"] = round(time.monotonic() - t0, 3)
     return facts
-
-
-# -- plans and the warm-up ------------------------------------------------------------------------
-def explain(conns, shape: Shape) -> dict[tuple[str, str, str], dict]:
-    """(query, layout, storage) -> the plan's shape, parallel workers and EXPLAIN text."""
-    plans = {}
-    for q in shape.queries:
-        text = query_text(q, shape.scale)
-        for layout, storage in shape.sides:
-            conn = conns[(layout, storage)]
-            doc = conn.execute(f"EXPLAIN (FORMAT JSON) {text}").fetchone()[0]
-            root = (doc[0] if isinstance(doc, list) else doc)["Plan"]
-            lines = [r[0] for r in conn.execute(f"EXPLAIN (COSTS OFF) {text}").fetchall()]
-            plans[(q, layout, storage)] = {"shape": plan_shape(root), "workers": plan_workers(root),
-                                           "text": "\n".join(lines)}
-    return plans
-
-
-def warm_up_and_check(conns, files: TpchFiles | None, shape: Shape) -> tuple[dict, dict, dict[str, str]]:
-    """Every case once (the warm-up), its rows compared with every other side's and DuckDB's.
-    Returns the answers (per query), DuckDB's record and the checked digest of each query."""
-    results: dict[str, dict[str, list]] = {q: {} for q in shape.queries}
-    skipped: dict[str, list[str]] = {q: [] for q in shape.queries}
-    for q in shape.queries:
-        text = query_text(q, shape.scale)
-        for layout, storage in shape.sides:
-            try:
-                results[q][f"{storage}/{layout}"] = conns[(layout, storage)].execute(text).fetchall()
-            except psycopg.errors.QueryCanceled:
-                skipped[q].append(f"{storage}/{layout}: statement timeout")
-    duck: dict = {"checked": False}
-    duck_rows: dict = {}
-    if shape.scale <= DUCKDB_MAX_SCALE:
-        duck_rows, info = duckdb_answers(files, shape.queries, CORES)
-        duck = {"checked": True, **info}
-    else:
-        duck["reason"] = f"scale {scale_text(shape.scale)} > {scale_text(DUCKDB_MAX_SCALE)}: PostgreSQL sides only"
-    problems: list[str] = []
-    answers = {}
-    for q in shape.queries:
-        answers[q] = agreement(q, results[q], duck_rows.get(q), problems)
-        answers[q].unchecked = skipped[q]
-    if problems:
-        raise AnswerMismatch("file-fdw-tpch: wrong answers, the run stops here:\n  " + "\n  ".join(problems))
-    return {q: a.to_json() for q, a in answers.items()}, duck, {q: a.digest for q, a in answers.items()}

@@ -18,13 +18,13 @@ from typing import NamedTuple
 from ...datasets.seed003 import QUERIES
 from ...references import (INTERFACES_CANDIDATE_RANKING, INTERFACES_LOCATION_RANKING, INTERFACES_LOCCOMM_DURATION,
                            INTERFACES_SOURCE, INTERFACES_STRATEGY_AVG_DURATION, INTERFACES_TESTCASE_DURATION)
-from ...report import Plot, Point, Table
+from ...report import Table
 from ...results.model import CaseResult, StudyResult
 from ...servers.paths import latency_ms
 from ...stats import normalise, ratio_summary, summarise
 from .spec import (ACCDESC, INTERFACES, METHODS, OUTPUTS, PREFERRED_OUTPUT, QUERY_ORDER, SEED_IFNAME,
                    SEED_NUMITER, STRATEGIES, STREAMING, TRANSPORTS, conndesc, network_path, numiter_text,
-                   split_sqlstrat)
+                   query_rank, split_sqlstrat)
 
 STUDY = "interfaces"
 ONE_ROW = "sql001"      # its result holds one row: no method holds more memory than another for it
@@ -32,7 +32,8 @@ COVERAGE_NOTE = "An interval followed by (NN%) covers only NN%: too few rounds f
 
 
 class Key(NamedTuple):
-    """One case, by its dimensions (the query/strategy pair taken apart)."""
+    """One case, by its dimensions (the query/strategy pair taken apart). fetch: the cursor's rows
+    per fetch where the run measured several ('' otherwise: the labels stay the seed's)."""
     pg: str
     interface: str
     method: str
@@ -41,19 +42,26 @@ class Key(NamedTuple):
     query: str
     strategy: str
     output: str
+    fetch: str = ""
 
     @classmethod
-    def of(cls, case: CaseResult) -> "Key":
+    def of(cls, case: CaseResult, fetch: str = "") -> "Key":
         query, strategy = split_sqlstrat(case["sqlstrat"])
         return cls(case["pg"], case["interface"], case["method"], case["transport"], case["latency"], query,
-                   strategy, case["output"])
+                   strategy, case["output"], fetch)
 
     def testcase_order(self) -> tuple:
-        return (int(self.pg), QUERY_ORDER.index(self.query), list(STRATEGIES).index(self.strategy),
+        return (int(self.pg), query_rank(self.query), list(STRATEGIES).index(self.strategy),
                 TRANSPORTS.index(self.transport), latency_ms(self.latency), OUTPUTS.index(self.output))
 
     def order(self) -> tuple:
-        return (*self.testcase_order(), INTERFACES.index(self.interface), METHODS.index(self.method))
+        return (*self.testcase_order(), INTERFACES.index(self.interface), METHODS.index(self.method),
+                int(self.fetch or 0))
+
+    @property
+    def variant(self) -> str:
+        """' fetch N' of a cursor case where the run measured several fetch sizes."""
+        return f" fetch {self.fetch}" if self.fetch else ""
 
     @property
     def location(self) -> str:
@@ -61,17 +69,18 @@ class Key(NamedTuple):
 
     @property
     def client(self) -> str:
-        return f"{SEED_IFNAME[self.interface]}:{self.method}"
+        return f"{SEED_IFNAME[self.interface]}:{self.method}{self.variant}"
 
     def seed_testcase(self) -> str:
         """The seed's ifmeth testcase of the same shape, at the seed's iteration counts."""
         prnt, dest = self.output.split(":")
-        return ":".join((self.query, SEED_NUMITER[self.query], self.location, STRATEGIES[self.strategy], prnt, dest))
+        return ":".join((self.query, SEED_NUMITER.get(self.query, "001"), self.location, STRATEGIES[self.strategy],
+                         prnt, dest))
 
     def seed_loccomm(self) -> str:
         prnt, dest = self.output.split(":")
-        return ":".join((SEED_IFNAME[self.interface], ACCDESC[self.method], self.query, SEED_NUMITER[self.query],
-                         STRATEGIES[self.strategy], prnt, dest))
+        return ":".join((SEED_IFNAME[self.interface], ACCDESC[self.method], self.query,
+                         SEED_NUMITER.get(self.query, "001"), STRATEGIES[self.strategy], prnt, dest))
 
 
 @dataclass(frozen=True)
@@ -85,8 +94,8 @@ class Group:
     drange: float             # max - min, seconds
 
     @property
-    def candidate(self) -> str:                     # iface:extra
-        return f"{SEED_IFNAME[self.key.interface]}:{ACCDESC[self.key.method]}"
+    def candidate(self) -> str:                     # iface:extra (and the fetch size, when the run varied it)
+        return f"{SEED_IFNAME[self.key.interface]}:{ACCDESC[self.key.method]}{self.key.variant}"
 
     @property
     def ifmeth_testcase(self) -> str:               # sql:numiter:loc:comm:connstrat:prnt:dest
@@ -103,15 +112,24 @@ class Group:
         return self.key.location
 
 
+def fetch_of(result: StudyResult, case: CaseResult) -> str:
+    """A cursor case's rows per fetch: its dimension, or (runs stored before --fetch was one) the
+    run's --fetch parameter; '' for the other methods."""
+    if case["method"] != "cursor":
+        return ""
+    return case.get("fetch") or str((result.options.get("params") or {}).get("fetch", 1000))
+
+
 def seed_groups(result: StudyResult) -> list[Group]:
     """Every case with successful rounds, as the seed's group (durations in seconds)."""
+    varied = len({fetch_of(result, c) for c in result.cases} - {""}) > 1
     out = []
     for c in result.cases:
         seconds = [v / 1000 for v in c.values("duration_ms").values()]
         if seconds:
             iterations = next(iter(c.values("iterations").values()))
-            out.append(Group(Key.of(c), c, numiter_text(int(iterations)), len(seconds), statistics.fmean(seconds),
-                             max(seconds) - min(seconds)))
+            out.append(Group(Key.of(c, fetch_of(result, c) if varied else ""), c, numiter_text(int(iterations)),
+                             len(seconds), statistics.fmean(seconds), max(seconds) - min(seconds)))
     return out
 
 
@@ -361,19 +379,24 @@ def _resources_table(cases: Cases, pgs: _Pg) -> Table:
                  2)
 
 
+def largest_query(cases: Cases) -> str | None:
+    """The seed's query with the largest result among the cases (the user's are of unknown size)."""
+    return max((k.query for k, _ in cases if k.query in QUERY_ORDER), key=QUERY_ORDER.index, default=None)
+
+
 def _memory_ratio_table(cases: Cases, pgs: _Pg) -> Table | None:
-    by_key = dict(cases)
-    largest = max((k.query for k, _ in cases), key=QUERY_ORDER.index)
+    largest = largest_query(cases)
     rows = []
     for k, c in cases:
         if k.query != largest or largest == ONE_ROW or k.method != "normal" or k.strategy != "once":
             continue
-        for other in STREAMING:
-            s = by_key.get(k._replace(method=other))
-            r = ratio_summary(c.values("peak_rss_mib"), s.values("peak_rss_mib")) if s else None
+        streaming = [(s, sc) for s, sc in cases if s.method in STREAMING and s._replace(method="normal", fetch="") == k]
+        for s, sc in sorted(streaming, key=lambda kc: kc[0].order()):
+            r = ratio_summary(c.values("peak_rss_mib"), sc.values("peak_rss_mib"))
             if r is not None:
-                rows.append(pgs.row(k.pg, [k.location, k.output, SEED_IFNAME[k.interface], f"normal / {other}",
-                                           c.median("peak_rss_mib"), s.median("peak_rss_mib"), r.median, r.ci_text,
+                rows.append(pgs.row(k.pg, [k.location, k.output, SEED_IFNAME[k.interface],
+                                           f"normal / {s.method}{s.variant}",
+                                           c.median("peak_rss_mib"), sc.median("peak_rss_mib"), r.median, r.ci_text,
                                            r.verdict(1.0)]))
     if not rows:
         return None
@@ -397,15 +420,16 @@ def _checksum_table(result: StudyResult) -> Table | None:
         return None
     rows = []
     for pg in sorted({c["pg"] for c, _ in measured}, key=int):
-        reference = setup_facts(result, pg).get("reference", {})
-        for query in QUERY_ORDER:
+        facts = setup_facts(result, pg)
+        reference, texts = facts.get("reference", {}), {**QUERIES, **facts.get("queries", {})}
+        for query in sorted({split_sqlstrat(c["sqlstrat"])[0] for c, _ in measured}, key=query_rank):
             ms = [(c, m) for c, m in measured if c["pg"] == pg and split_sqlstrat(c["sqlstrat"])[0] == query]
             if not ms:
                 continue
             agree = [c["interface"] for c, m in ms if m.ok]
             mismatch = [m for _, m in ms if not m.ok and (m.error or "").startswith("checksum mismatch")]
             ref = reference.get(query, {})
-            rows.append([pg, query, QUERIES[query], ref.get("rows"), ref.get("bytes"), ref.get("checksum"),
+            rows.append([pg, query, texts.get(query), ref.get("rows"), ref.get("bytes"), ref.get("checksum"),
                          f"{len(agree)}/{len(ms)}", len(mismatch),
                          ", ".join(sorted(set(agree), key=INTERFACES.index))])
     return Table("Every client returns the same data: rows, bytes and checksum against psql's COPY",
@@ -414,34 +438,3 @@ def _checksum_table(result: StudyResult) -> Table | None:
                  ["Reference: psql -c 'COPY (SQL) TO STDOUT', the sum of the FNV-1a 64 of its rows, once per run "
                   "and server; each measurement must return exactly these rows, bytes and checksum (x iterations), "
                   "or it fails with 'checksum mismatch'."], align_left=3, detail=(2, 5))
-
-
-# -- charts ---------------------------------------------------------------------------------------
-def plots(result: StudyResult) -> list[Plot]:
-    groups = seed_groups(result)
-    if not groups:
-        return []
-    ranked = candidate_ranking(groups)
-    multi = len(ranked) > 1
-    series = {f"PG {pg}" if multi else "this run": [Point(r.candidate, r.avg_nml_dur) for r in rows]
-              for pg, rows in ranked.items()}
-    published = [Point(c, v[1]) for c, v in INTERFACES_CANDIDATE_RANKING.items()
-                 if any(p.x == c for pts in series.values() for p in pts)]
-    if published:
-        series["published (seed 003)"] = published
-    out = [Plot("Average normalised duration by candidate (0 = fastest in every testcase)",
-                "Candidate (interface:method)", "Average normalised duration", "bar", series)]
-    cases = sorted(((g.key, g.case) for g in groups), key=lambda kc: kc[0].order())
-    largest = max((k.query for k, _ in cases), key=QUERY_ORDER.index)
-    transport = _shared_transport(cases)
-    points: dict[str, list[Point]] = defaultdict(list)
-    for k, c in cases:
-        if k.query == largest != ONE_ROW and k.strategy == "once" and k.transport == transport:
-            s = c.summary("peak_rss_mib")
-            points[k.method].append(Point(SEED_IFNAME[k.interface] + (f" · PG {k.pg}" if multi else ""),
-                                          s.median, s.ci_low, s.ci_high))
-    if points:
-        out.append(Plot(f"Client peak resident set on the largest result ({largest}, connect once, "
-                        f"{conndesc(transport)})", "Client", "Peak RSS, MiB", "bar", dict(points),
-                        notes=["Medians with the 95% CI of the median (order statistics)."]))
-    return out

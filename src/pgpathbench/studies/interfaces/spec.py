@@ -3,15 +3,17 @@ presets, the metric catalogue, and which network path a case crosses.
 
   interfaces            --interface  libpq, odbc, jdbc, psycopg
   alternateclientcopy   --method     normal (acc-n), single-row / cursor:N (acc-a), copy (acc-y)
+                        --fetch      N of cursor:N, a knob: 100,1000,10000 (the other methods: '-')
   conninfos             --transport  unix (lcl:ipc), tcp (lcl:tcp), remote (rmt:tcp), --latency
-  sqlstratiter          --sqlstrat   sql001 (1 row by id, x --iterations), sql50k, sql10m;
+  sqlstratiter          --sqlstrat   sql001 (1 row by id, x --iterations), sql50k, sql10m, or a query
+                                     of the user's (--query NAME=SQL, --query-file NAME=FILE);
                                      each (connect per query, -k 0) or once (-k 1)
   printfracdest         --output     p-none:null, p-all:null, p-all:file
 """
 
 from __future__ import annotations
 
-from ... import validate
+from ... import user_queries, validate
 from ...clients import CLIENTS, ITERATION_METRICS
 from ...datasets.seed003 import QUERIES, SEED_ID
 from ...matrix import Dimension, Parameter, Preset
@@ -29,6 +31,7 @@ ACCDESC = {"normal": "acc-n", "single-row": "acc-a", "cursor": "acc-a", "copy": 
 STREAMING = ("single-row", "cursor", "copy")     # methods that need not hold the whole result
 TRANSPORTS = ("unix", "tcp", "remote")
 QUERY_ORDER = tuple(QUERIES)
+NO_FETCH = "-"                                   # the fetch value of the methods that have no fetch size
 STRATEGIES = {"each": "0", "once": "1"}          # -> the client's -k (and the seed's connstrat)
 SQLSTRATS = ("sql001:each", "sql50k:each", "sql10m:each", "sql001:once", "sql50k:once", "sql10m:once")
 OUTPUTS = ("p-none:null", "p-all:null", "p-all:file")   # the seed's printfracdest
@@ -56,6 +59,19 @@ def parse_jvm_options(v: str) -> str:
     if any(not o.startswith("-") or o in ("-jar", "-cp", "-classpath") for o in opts):
         raise ValueError(f"'{v}': give JVM options only (each starting with '-', no -jar or -cp)")
     return " ".join(opts)
+
+
+def parse_fetch(v: str) -> str:
+    return str(validate.whole(v, 1, None, "rows"))
+
+
+def parse_sqlstrat(v: str) -> str:
+    """A seed sqlstrat, or NAME:each / NAME:once of a query of the user's (checked by cases())."""
+    query, _, strategy = v.partition(":")
+    if v in SQLSTRATS or (strategy in STRATEGIES and user_queries.NAME.fullmatch(query) and query not in QUERIES):
+        return v
+    raise ValueError(f"unknown value '{v}'; choose from {','.join(SQLSTRATS)}, or NAME:each or NAME:once of "
+                     "a --query NAME=SQL")
 
 
 def parse_among(what: str, values: tuple[str, ...]):
@@ -92,6 +108,24 @@ def split_sqlstrat(value: str) -> tuple[str, str]:
     return query, strategy
 
 
+def query_rank(query: str) -> tuple:
+    """The seed's queries in their order, then the user's by name."""
+    return (QUERY_ORDER.index(query), "") if query in QUERY_ORDER else (len(QUERY_ORDER), query)
+
+
+def user_sqlstrats(chosen: tuple[str, ...], queries) -> tuple[str, ...]:
+    """--sqlstrat's values, and NAME:once of every user query it does not name (connect once)."""
+    named = {split_sqlstrat(s)[0] for s in chosen}
+    return tuple(chosen) + tuple(f"{q}:once" for q in queries if q not in named)
+
+
+def fetch_values(options) -> tuple[str, ...]:
+    """--fetch's values (runs stored before it was a dimension: their --fetch parameter), and
+    NO_FETCH for the methods without a fetch size."""
+    chosen = options.dims.get("fetch") or (str(options.params.get("fetch", 1000)),)
+    return (*chosen, NO_FETCH)
+
+
 def network_path(transport: str, latency: str, pg: str) -> NetworkPath | None:
     """The path a case's client crosses: the remote server's (direct or through its link), the
     local server's loopback TCP (probed for lcl:tcp's round trip), none over the unix socket."""
@@ -109,12 +143,15 @@ DIMENSIONS = {
     "method": Dimension("method", "fetch method (seed's alternateclientcopy): normal = acc-n; single-row "
                         "(libpq) or cursor (ODBC, JDBC, psycopg; --fetch rows per fetch) = acc-a; copy = acc-y",
                         METHODS),
+    "fetch": Dimension("fetch", "rows per fetch of the cursor method (a knob: e.g. 100,1000,10000); the other "
+                       "methods have none and run once, as fetch '-'", parse=parse_fetch, knob=True),
     "transport": Dimension("transport", "seed's conninfos: unix = lcl:ipc (unix socket), tcp = lcl:tcp "
                            "(loopback), remote = rmt:tcp (a second server over TCP, through --latency links)",
                            TRANSPORTS),
     "sqlstrat": Dimension("sqlstrat", "seed's sqlstratiter: query (sql001 = 1 row by id, --iterations times; "
-                          "sql50k = all of t50k; sql10m = all of t10m) and connection strategy (each = "
-                          "connect per query, once = connect once)", SQLSTRATS),
+                          "sql50k = all of t50k; sql10m = all of t10m; NAME = a --query of yours, which also "
+                          "runs as NAME:once when not named here) and connection strategy (each = "
+                          "connect per query, once = connect once)", SQLSTRATS, parse=parse_sqlstrat),
     "output": Dimension("output", "seed's printfracdest: p-none:null (fetch, do not print), p-all:null "
                         "(print every row to /dev/null), p-all:file (print every row to a file)", OUTPUTS),
     "latency": LATENCY,
@@ -131,7 +168,6 @@ PARAMETERS = {
     "each_methods": Parameter("each_methods", "methods with which connect-per-query runs, e.g. normal (what a "
                               "connection costs does not depend on the fetch method); default: every --method",
                               parse_among("methods", METHODS)),
-    "fetch": Parameter("fetch", "rows per fetch of the cursor method", parse_positive("rows"), 1000),
     "jvm_options": Parameter("jvm_options", "JVM options of the JDBC client, as --jvm-options='...' (default: "
                              "the serial collector, one thread as the client is, and a small initial heap, so "
                              "that its resident set follows what the driver holds)", parse_jvm_options,
@@ -140,6 +176,8 @@ PARAMETERS = {
                          parse_positive("seconds"), 3600),
     "bandwidth": BANDWIDTH,
     "evidence": EVIDENCE,
+    **user_queries.parameters(lambda name: name in QUERIES, "run by every client, method and transport as "
+                              "--sqlstrat NAME:once, or as --sqlstrat names it; checked against psql's COPY"),
 }
 # quick: every client and method over the three transports connecting once (the rankings), and each
 # client's normal method connecting per query over TCP, where the four clients meet (the seed's point:
@@ -160,8 +198,8 @@ PRESETS = {
                     {"iterations": 50_000, "t50k_rows": 50_000, "t10m_rows": 10_000_000}),
 }
 EACH_ONLY = {"transport": "each_transports", "method": "each_methods"}   # dimension -> the parameter limiting it
-DEFAULT_DIMS = {"interface": INTERFACES, "method": METHODS, "transport": TRANSPORTS, "sqlstrat": SQLSTRATS,
-                "output": OUTPUTS, "latency": (DIRECT,), "pg": ("15",)}
+DEFAULT_DIMS = {"interface": INTERFACES, "method": METHODS, "fetch": ("1000",), "transport": TRANSPORTS,
+                "sqlstrat": SQLSTRATS, "output": OUTPUTS, "latency": (DIRECT,), "pg": ("15",)}
 
 
 def excluded(d: dict[str, str], requested_latencies, each_only: dict[str, str]) -> bool:
@@ -169,6 +207,8 @@ def excluded(d: dict[str, str], requested_latencies, each_only: dict[str, str]) 
     dimension -> the values it is limited to, 'tcp,remote')."""
     if d["method"] not in METHODS_OF[d["interface"]]:
         return True
+    if (d["method"] == "cursor") == (d["fetch"] == NO_FETCH):
+        return True                  # a fetch size is the cursor method's alone; the others run once
     if d["transport"] == "unix" and not CLIENTS[d["interface"]].unix_socket:
         return True                  # pgjdbc has no unix sockets (the seed had no JDBC lcl:ipc)
     if d["sqlstrat"].endswith(":each") and any(d[dim] not in values.split(",") for dim, values in each_only.items()):

@@ -32,6 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ... import user_queries
 from ...clients import iteration_percentiles, require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES
@@ -42,10 +43,10 @@ from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers.cluster import Cluster
 from ...servers.paths import DIRECT, NetworkPath
-from ...tools.psql_copy import Reference, copy_reference
+from ...tools.psql_copy import CopyFailed, Reference, copy_reference
 from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct
-from . import report as study_report, spec
-from .spec import LOCAL_ROLE, QUERY_ORDER, REMOTE_ROLE, client_times, process_figures, split_sqlstrat
+from . import charts, report as study_report, spec
+from .spec import LOCAL_ROLE, REMOTE_ROLE, client_times, process_figures, query_rank, split_sqlstrat
 
 
 class Interfaces(Declared):
@@ -56,7 +57,8 @@ class Interfaces(Declared):
         require_clients(options.dims["interface"])
         requested = options.dims["latency"]
         each_only = {dim: options.params[p] for dim, p in spec.EACH_ONLY.items() if options.params.get(p)}
-        dims = {**options.dims, "latency": latencies_with_direct(requested)}
+        dims = {**options.dims, "latency": latencies_with_direct(requested), "fetch": spec.fetch_values(options),
+                "sqlstrat": sqlstrats(options)}
         cases = cross(self.name, self.dimensions, dims, lambda d: spec.excluded(d, requested, each_only))
         if not cases:
             limits = "".join(f", connect per query runs only with {dim} {values} "
@@ -72,6 +74,7 @@ class Interfaces(Declared):
     # -- servers and data -------------------------------------------------------------------
     def prepare(self, env: StudyEnv) -> Setup:
         p, transports = env.options.params, env.options.dims["transport"]
+        env.state["queries"] = {**QUERIES, **user_queries.given(p)}
         t0 = time.monotonic()
         local = env.servers.cluster(LOCAL_ROLE) if {"unix", "tcp"} & set(transports) else None
         # The seed's other machine: a second server, on its own network stack when we can make one.
@@ -91,9 +94,9 @@ class Interfaces(Declared):
                          outfile=str(out_dir / f"iftest-{env.major}.out"))
         facts = {
             "database": DB, "tables": {t: {"rows": n, "copy_bytes": seed003.row_bytes(t, n)} for t, n in sizes.items()},
-            "queries": {q: QUERIES[q] for q in reference}, "iterations_sql001": p["iterations"],
+            "queries": {q: env.state["queries"][q] for q in reference}, "iterations_sql001": p["iterations"],
             "reference": {q: r.to_json() for q, r in reference.items()},
-            "jvm_options": p["jvm_options"], "cursor_fetch": p["fetch"],
+            "jvm_options": p["jvm_options"], "cursor_fetch": [int(f) for f in spec.fetch_values(env.options)[:-1]],
             "conninfo": {f"{t}_{lat}": _mask(ci) for (t, lat), ci in conninfo.items()},
             "outfile": env.state["outfile"],
             "remote": "a second managed server with the same data" + (
@@ -105,14 +108,16 @@ class Interfaces(Declared):
 
     @staticmethod
     def _queries(env: StudyEnv) -> list[str]:
-        return sorted({split_sqlstrat(s)[0] for s in env.options.dims["sqlstrat"]}, key=QUERY_ORDER.index)
+        return sorted({split_sqlstrat(s)[0] for s in sqlstrats(env.options)}, key=query_rank)
 
     def _load(self, env: StudyEnv, servers: list[Cluster]) -> dict[str, int]:
         """The seed's tables the queries read, on every server at once; {table: rows}."""
         t0 = time.monotonic()
         p = env.options.params
         rows = {"t50k": p["t50k_rows"], "t10m": p["t10m_rows"]}
-        sizes = {t: rows[t] for t in seed003.tables_of(self._queries(env))}
+        queries = self._queries(env)
+        named = {t for q in queries if q not in QUERIES for t in user_queries.tables_named(env.state["queries"][q], rows)}
+        sizes = {t: rows[t] for t in sorted({*seed003.tables_of([q for q in queries if q in QUERIES]), *named})}
         seed003.check_disk(sizes, len(servers), env.servers.workspace.free_bytes())
         with ThreadPoolExecutor(max_workers=len(servers)) as pool:
             list(pool.map(lambda cluster: seed003.load(cluster, sizes), servers))
@@ -140,12 +145,23 @@ class Interfaces(Declared):
         psql, timeout = env.bins.path("psql"), env.options.params["timeout"]
         reference: dict[str, Reference] = {}
         for query in self._queries(env):
-            refs = [copy_reference(psql, c.conninfo(DB), QUERIES[query], timeout) for c in servers]
+            refs = [self._reference(psql, c, query, env.state["queries"][query], timeout) for c in servers]
             if any(r != refs[0] for r in refs):
                 raise UserError(f"{query}: the servers' tables differ (psql COPY): " + "; ".join(
                     f"{c.name} {r.brief()}" for c, r in zip(servers, refs)))
             reference[query] = refs[0]
         return reference
+
+    @staticmethod
+    def _reference(psql, cluster: Cluster, query: str, sql: str, timeout: float) -> Reference:
+        """psql's COPY of a query; a query of the user's runs read-only, and an error of it is the user's."""
+        if query in QUERIES:
+            return copy_reference(psql, cluster.conninfo(DB), sql, timeout)
+        try:
+            return copy_reference(psql, cluster.conninfo(DB), sql, timeout, read_only=True)
+        except CopyFailed as e:
+            raise UserError(f"--query {query}: psql COPY of it on {cluster.name}: {e.detail}; give a query that "
+                            "only reads (tables t50k, t10m of the database iftest) and returns rows") from None
 
     def _client_versions(self, env: StudyEnv, conninfo: dict[tuple[str, str], str]) -> dict[str, str]:
         """Every client once (select 1): its version, and a failure now rather than in every case."""
@@ -173,11 +189,11 @@ class Interfaces(Declared):
         query, strategy = split_sqlstrat(case["sqlstrat"])
         printfrac, dest = case["output"].split(":")
         iterations = p["iterations"] if query == "sql001" else 1
-        mode = f"cursor:{p['fetch']}" if case["method"] == "cursor" else case["method"]
+        mode = f"cursor:{case['fetch']}" if case["method"] == "cursor" else case["method"]
         out = st["outfile"] if dest == "file" else "/dev/null"
         written = None
         try:
-            run = run_native_client(iface, st["conninfo"][(case["transport"], case["latency"])], QUERIES[query],
+            run = run_native_client(iface, st["conninfo"][(case["transport"], case["latency"])], st["queries"][query],
                                     mode=mode, keep=strategy == "once", iterations=iterations,
                                     print_rows=printfrac == "p-all", dest=out, timeout=p["timeout"],
                                     jvm_options=st["jvm_options"])
@@ -211,7 +227,23 @@ class Interfaces(Declared):
         return study_report.tables(result)
 
     def plots(self, result: StudyResult) -> list[Plot]:
-        return study_report.plots(result)
+        return charts.plots(result)
+
+
+def sqlstrats(options: StudyOptions) -> tuple[str, ...]:
+    """The run's sqlstrat values: --sqlstrat's, and NAME:once of each query of the user's it does not
+    name; UserError (before anything is written) when it names a query nobody gave."""
+    try:
+        given = user_queries.given(options.params)
+    except ValueError as e:
+        raise UserError(f"--query-file: {e}") from None
+    chosen = options.dims["sqlstrat"]
+    unknown = [s for s in chosen if split_sqlstrat(s)[0] not in QUERIES and split_sqlstrat(s)[0] not in given]
+    if unknown:
+        name = split_sqlstrat(unknown[0])[0]
+        raise UserError(f"--sqlstrat: '{unknown[0]}' names no query; give --query {name}=SQL or "
+                        f"--query-file {name}=FILE, or choose from {','.join(spec.SQLSTRATS)}")
+    return spec.user_sqlstrats(chosen, given)
 
 
 def _mask(conninfo: str) -> str:

@@ -1,0 +1,96 @@
+"""file-fdw-tpch's plans and its warm-up with the answer checks, before the first round.
+
+Every query's plan on every side (EXPLAIN), then every case once (the seed's warm-up run), its
+rows compared across storages and layouts and, for TPC-H's queries up to SF 1, with DuckDB's.
+A query of the user's (--query-file) is checked across the sides only (DuckDB runs the
+specification's texts), and runs here in a read-only transaction: a text the server refuses,
+that writes or returns no rows stops the run before anything is measured, as a UserError.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from ...datasets.tpch.answers import AnswerMismatch, agreement, duckdb_answers
+from ...datasets.tpch.files import TpchFiles, scale_text
+from ...datasets.tpch.plans import plan_shape, plan_workers
+from ...errors import UserError
+from .spec import CORES, DUCKDB_MAX_SCALE
+
+
+def _refused(q: str, side: str, e: Exception) -> UserError:
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return UserError(f"--query-file {q}: the server refuses it on {side}: {first}; give one query that only "
+                     "reads the TPC-H tables and returns rows")
+
+
+def explain(conns, shape) -> dict[tuple[str, str, str], dict]:
+    """(query, layout, storage) -> the plan's shape, parallel workers and EXPLAIN text."""
+    plans = {}
+    for q in shape.queries:
+        text = shape.text(q)
+        for layout, storage in shape.sides:
+            conn = conns[(layout, storage)]
+            try:
+                doc = conn.execute(f"EXPLAIN (FORMAT JSON) {text}\n").fetchone()[0]
+                lines = [r[0] for r in conn.execute(f"EXPLAIN (COSTS OFF) {text}\n").fetchall()]
+            except psycopg.Error as e:
+                if q not in shape.user:
+                    raise
+                raise _refused(q, f"{storage}/{layout}", e) from None
+            root = (doc[0] if isinstance(doc, list) else doc)["Plan"]
+            plans[(q, layout, storage)] = {"shape": plan_shape(root), "workers": plan_workers(root),
+                                           "text": "\n".join(lines)}
+    return plans
+
+
+def _run(conn, q: str, text: str, user: bool, side: str) -> list:
+    """One warm-up execution's rows; the user's query in a read-only transaction."""
+    if not user:
+        return conn.execute(text).fetchall()
+    try:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION READ ONLY")
+            cur = conn.execute(text)
+            if cur.description is None:
+                raise UserError(f"--query-file {q}: it returns no rows on {side}; give one query that returns rows")
+            return cur.fetchall()
+    except psycopg.errors.QueryCanceled:
+        raise
+    except psycopg.Error as e:
+        raise _refused(q, side, e) from None
+
+
+def warm_up_and_check(conns, files: TpchFiles | None, shape) -> tuple[dict, dict, dict[str, str]]:
+    """Every case once (the warm-up), its rows compared with every other side's and DuckDB's.
+    Returns the answers (per query), DuckDB's record and the checked digest of each query."""
+    results: dict[str, dict[str, list]] = {q: {} for q in shape.queries}
+    skipped: dict[str, list[str]] = {q: [] for q in shape.queries}
+    for q in shape.queries:
+        text = shape.text(q)
+        for layout, storage in shape.sides:
+            side = f"{storage}/{layout}"
+            try:
+                results[q][side] = _run(conns[(layout, storage)], q, text, q in shape.user, side)
+            except psycopg.errors.QueryCanceled:
+                skipped[q].append(f"{side}: statement timeout")
+    tpch = [q for q in shape.queries if q not in shape.user]
+    duck: dict = {"checked": False}
+    duck_rows: dict = {}
+    if shape.scale <= DUCKDB_MAX_SCALE and tpch:
+        duck_rows, info = duckdb_answers(files, tpch, CORES)
+        duck = {"checked": True, **info}
+    elif tpch:
+        duck["reason"] = f"scale {scale_text(shape.scale)} > {scale_text(DUCKDB_MAX_SCALE)}: PostgreSQL sides only"
+    else:
+        duck["reason"] = "no TPC-H query: the queries of yours are checked across the sides only"
+    problems: list[str] = []
+    answers = {}
+    for q in shape.queries:
+        answers[q] = agreement(q, results[q], duck_rows.get(q), problems)
+        answers[q].unchecked = skipped[q]
+        if q in shape.user:
+            answers[q].duckdb = "not applicable (your query: checked across storages and layouts)"
+    if problems:
+        raise AnswerMismatch("file-fdw-tpch: wrong answers, the run stops here:\n  " + "\n  ".join(problems))
+    return {q: a.to_json() for q, a in answers.items()}, duck, {q: a.digest for q, a in answers.items()}
