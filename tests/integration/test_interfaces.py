@@ -210,8 +210,11 @@ def test_connect_per_query_is_far_slower_than_connect_once(quick):
             once = case.replace(":sql001:each:", ":sql001:once:")
             ratios[case] = each / duration[once]
             c_client = case.startswith(("libpq:", "odbc:"))
-            # (for JDBC and psycopg the process start is most of a short run: only "slower" is certain)
-            assert ratios[case] > (4 if c_client else 1.0), (case, ratios[case])
+            # For JDBC and psycopg the process start (JVM, interpreter: hundreds of ms, varying with the
+            # machine's load) is most of the seed's duration of a short run, and can hide 50 connections
+            # of a few ms: their cost is asserted below on the client's own clock, without the start.
+            if c_client:
+                assert ratios[case] > 4, (case, ratios[case])
             # without the JVM's or the interpreter's start, which does not depend on the strategy
             # (psycopg's per-query Python work narrows its ratio on a busy machine: 4-12x seen)
             assert total[case] / total[once] > (5 if c_client else 1.5), (case, total[case], total[once])
