@@ -3,7 +3,9 @@ over the unix socket and TCP, connecting once and per iteration, printing or not
 and to a file. Every run must return the same rows, bytes and checksum as psql's COPY of the
 same query, and a file destination must hold exactly COPY's text (clients/CONTRACT.md). The
 checksum does not depend on the order of the rows, but on every byte of each; the sessions
-take PGOPTIONS (synchronize_seqscans=off in the studies), the JDBC client too.
+take PGOPTIONS (synchronize_seqscans=off in the studies), the JDBC client too. Over TCP every client
+reads the server's password from PGPASSFILE (Cluster.client_env), as in the studies: no conninfo here
+holds one.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ CLIENTS = {
 }
 UNSUPPORTED = {"libpq": "cursor:5", "odbc": "copy", "jdbc": "single-row", "psycopg": "single-row"}
 SPECIAL_ID = 1000
+PASSFILE_ENV: dict[str, str] = {}   # PGPASSFILE of the module's server (the fixture sets it): every run's
 QUERIES = {  # name -> (SQL, iterations)
     "one": (f"select * from t2k where id = {SPECIAL_ID}", 20),
     "all": ("select * from t2k;", 2),  # the trailing ';' is the clients' to strip
@@ -60,6 +63,7 @@ def server(workspace_root):
     string beside a NULL, another control byte and non-ASCII characters (2, 3 and 4 bytes)."""
     c = Cluster("clients", workspace_root / "clients", resolve(15), OsUser.for_servers())
     c.start()
+    PASSFILE_ENV.update(PGPASSFILE=str(c.passfile))
     cols = ", ".join(f"'{i}' || repeat('{'abc'[(i - 1) % 3]}', 98)" for i in range(1, 10))
     c.execute(
         "postgres",
@@ -94,8 +98,9 @@ def reference(server):
 
 
 def run(client: str, *args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The client with args, in env (os.environ) plus the server's PGPASSFILE."""
     return subprocess.run(CLIENTS[client][0] + list(args), capture_output=True, text=True, timeout=timeout,
-                          env=env)
+                          env={**(os.environ if env is None else env), **PASSFILE_ENV})
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ def results_db(workspace_root):
     """A database of the test's own for the results (--results-dsn), queried directly below."""
     c = Cluster("interfaces-results", workspace_root / "interfaces-results", resolve(15), OsUser.for_servers())
     c.start()
-    dsn = c.conninfo("postgres", transport="tcp")
+    dsn = c.conninfo("postgres", transport="tcp") + f" passfile={c.passfile}"   # no password on a command line
     with psycopg.connect(dsn, autocommit=True) as conn:      # a few of the earlier version's objects
         conn.execute("CREATE SCHEMA pgpathbench")
         conn.execute("CREATE FUNCTION pgpathbench.seed003_numiter(n bigint) RETURNS text LANGUAGE sql IMMUTABLE "

@@ -89,11 +89,11 @@ def test_five_ms_link_adds_five_ms_rtt(server, toxiproxy_binary):
         rounds = {"fast": [], "slow": []}
         for _ in range(3):
             for link in (fast, slow):
-                rounds[link.name].append(measure_rtt(link.conninfo(base), n=100))
+                rounds[link.name].append(measure_rtt(link.conninfo(base), n=100, passfile=server.passfile))
         api_port, pid = tp.port, tp.pid
     fast_ms = statistics.median(r["median_ms"] for r in rounds["fast"])
     slow_ms = statistics.median(r["median_ms"] for r in rounds["slow"])
-    direct_ms = measure_rtt(base, n=100)["median_ms"]
+    direct_ms = measure_rtt(base, n=100, passfile=server.passfile)["median_ms"]
     print(f"RTT direct {direct_ms:.3f} ms, 0 ms link {fast_ms:.3f} ms, 5 ms link {slow_ms:.3f} ms")
     assert 4.0 <= slow_ms - fast_ms <= 6.0, rounds
     # Nothing of the proxy remains once the context manager has exited.

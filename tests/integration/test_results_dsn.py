@@ -23,7 +23,7 @@ def users_server(workspace_root):
 
 
 def test_results_go_to_the_given_database(users_server, workspace_root):
-    dsn = users_server.conninfo("postgres", transport="tcp")
+    dsn = users_server.conninfo("postgres", transport="tcp") + f" passfile={users_server.passfile}"
     res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local",
                       "--clients", "1", "--repeat", "2", "--duration", "1", "--results-dsn", dsn,
                       workspace=workspace_root)

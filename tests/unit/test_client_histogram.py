@@ -148,7 +148,7 @@ def test_every_client_buckets_as_python_does(server, client):
     for keep, n in (("1", 200), ("0", 20)):
         res = subprocess.run(COMMANDS[client] + ["-c", server.conninfo(transport="tcp"), "-s", "select 1",
                                                  "-k", keep, "-n", str(n)],
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, timeout=300, env=server.client_env())
         assert res.returncode == 0, res.stderr
         h = parse_client_json(res.stdout, client, "normal", n)["iteration_us"]   # validates it all, too
         assert all(bucket(lower) == lower for lower, _ in h["hist"]), h

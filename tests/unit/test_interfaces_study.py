@@ -432,7 +432,8 @@ def test_every_metric_a_measurement_carries_is_declared(monkeypatch, tmp_path, s
     env = StudyEnv(opts, "15", None, None, lambda line: None,
                    {"conninfo": {("tcp", "0ms"): "host=x"}, "reference": {"sql001": ref, "sql10m": ref},
                     "queries": dict(QUERIES),
-                    "jvm_options": [], "outfile": str(tmp_path / "out")})
+                    "jvm_options": [], "outfile": str(tmp_path / "out"),
+                    "servers": {"local": SimpleNamespace(client_env=lambda base: {**base, "PGPASSFILE": "pf"})}})
     metrics = STUDY.measure(env, case)
     assert set(metrics) <= set(STUDY.metrics), set(metrics) - set(STUDY.metrics)
     assert metrics["duration_ms"] == 250 and metrics["connect_ms"] == pytest.approx(1.0)
@@ -458,7 +459,8 @@ def test_every_fidelity_metric_is_declared(monkeypatch, workload, tool):
                if (c["workload"], c["tool"], c["transport"]) == (workload, tool, "tcp")]
     opts = StudyOptions(study.name, "quick", 6, {"iterations": 2000, "timeout": 60}, study.default_dims)
     env = StudyEnv(opts, "15", SimpleNamespace(path=lambda tool: tool), None, lambda line: None,
-                   {"conninfo": {"tcp": "host=x"}, "reference": ref, "jvm_options": [], "script": "loop.sql"})
+                   {"conninfo": {"tcp": "host=x"}, "reference": ref, "jvm_options": [], "script": "loop.sql",
+                    "client_env": {"PGPASSFILE": "pf"}})
     metrics = study.measure(env, case)
     assert set(metrics) <= set(study.metrics), set(metrics) - set(study.metrics)
     assert metrics["duration_ms"] > 0 and study.metrics[study.primary_metric].unit == "ms"

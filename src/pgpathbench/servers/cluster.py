@@ -3,7 +3,11 @@
 Never as root: data, socket and log directories belong to an unprivileged user. The server
 listens on 127.0.0.1 only, on a free port found at start; its unix socket sits in a private
 0700 directory (trust there, since only its owner can reach it); TCP needs a generated password
-(scram-sha-256) kept 0600 beside the data. The postmaster is our child with PDEATHSIG=SIGINT, so
+(scram-sha-256) kept 0600 beside the data, and a 0600 password file in libpq's format beside it
+(`passfile`). No conninfo of ours holds the password: a client gets it from that file, named by
+PGPASSFILE in its environment (`client_env`) or by libpq's `passfile` keyword in-process, so that
+it never appears on a command line (/proc/PID/cmdline is world-readable; a 0600 file is not). The
+postmaster is our child with PDEATHSIG=SIGINT, so
 a fast shutdown follows the tool wherever it dies.
 """
 
@@ -19,6 +23,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import psycopg
 
@@ -75,6 +80,23 @@ class Cluster:
     def password(self) -> str:
         return self.password_file.read_text().strip()
 
+    @property
+    def passfile(self) -> Path:
+        """The password in libpq's password file format (`*:*:*:USER:PASSWORD`, 0600), which libpq,
+        psql, pgbench, psycopg, psqlODBC (through libpq) and pgjdbc read from PGPASSFILE. Any host and
+        port: a link (network.py) reaches the server at another address. Written when missing (a
+        cluster initialised by an earlier version has only the password file)."""
+        path = self.root / "pgpass"
+        if not path.exists() and self.password_file.exists():
+            _write_private(path, f"*:*:*:{SUPERUSER}:{_pgpass_escape(self.password)}\n")
+        return path
+
+    def client_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of a program connecting to this server over TCP (base: os.environ): PGPASSFILE
+        names the password file; PGPASSWORD, if set, is dropped (libpq would prefer it)."""
+        env = {k: v for k, v in (os.environ if base is None else base).items() if k != "PGPASSWORD"}
+        return {**env, "PGPASSFILE": str(self.passfile)}
+
     # -- life cycle -------------------------------------------------------------------------
     def ensure_initialised(self) -> None:
         if (self.data / "PG_VERSION").exists():
@@ -88,9 +110,8 @@ class Cluster:
             os.chmod(d, 0o700)
             self.user.chown(d)
         secret = secrets.token_urlsafe(24)
-        fd = os.open(self.password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secret + "\n")
+        _write_private(self.password_file, secret + "\n")
+        (self.root / "pgpass").unlink(missing_ok=True)    # the passfile property writes it anew
         pwfile = self.root / "initdb.pw"
         pwfile.write_text(secret + "\n")
         os.chmod(pwfile, 0o600)
@@ -220,9 +241,9 @@ class Cluster:
 
     # -- connecting -------------------------------------------------------------------------
     def conninfo(self, dbname: str = "postgres", transport: str = "unix") -> str:
-        if transport == "unix":
-            return f"host={self.sockdir} port={self.port} user={SUPERUSER} dbname={dbname}"
-        return f"host={self.tcp_host} port={self.port} user={SUPERUSER} dbname={dbname} password={self.password}"
+        """Never with the password: over TCP, the client reads it from `passfile` (client_env)."""
+        host = self.sockdir if transport == "unix" else self.tcp_host
+        return f"host={host} port={self.port} user={SUPERUSER} dbname={dbname}"
 
     def connect(self, dbname: str = "postgres", **kw) -> psycopg.Connection:
         return psycopg.connect(self.conninfo(dbname), autocommit=True, **kw)
@@ -253,6 +274,17 @@ class Cluster:
                 "binaries": getattr(self.bins, "origin", str(self.bins.bindir)),
                 "client_tools_major": getattr(self.bins, "client_major", self.bins.major),
                 "auth": {"local": "trust (private 0700 socket dir)", "tcp": "scram-sha-256"}}
+
+
+def _write_private(path: Path, text: str) -> None:
+    """text into path, created 0600 (never readable by others, not even for a moment)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def _pgpass_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace(":", "\\:")
 
 
 def _quote(value: str) -> str:

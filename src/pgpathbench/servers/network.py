@@ -291,10 +291,12 @@ def _toxic_text(toxics: list[dict]) -> str:
 
 
 # -- measuring ----------------------------------------------------------------------------------
-def measure_rtt(conninfo: str, n: int = 200) -> dict:
-    """Round-trip time of one connection: n timed `SELECT 1` (one network round trip each)."""
+def measure_rtt(conninfo: str, n: int = 200, passfile: Path | None = None) -> dict:
+    """Round-trip time of one connection: n timed `SELECT 1` (one network round trip each); passfile:
+    libpq's password file holding the server's password (Cluster.passfile)."""
     times = []
-    with psycopg.connect(conninfo, autocommit=True) as conn, conn.cursor() as cur:
+    extra = {"passfile": str(passfile)} if passfile is not None else {}
+    with psycopg.connect(conninfo, autocommit=True, **extra) as conn, conn.cursor() as cur:
         for i in range(n + 10):  # the first few warm up the connection and the plan cache
             t0 = time.perf_counter()
             cur.execute("SELECT 1")

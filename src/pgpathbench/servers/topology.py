@@ -40,7 +40,7 @@ class Servers:
         self.bins = bins
         self.keep = keep
         self.clusters: dict[str, Cluster] = {}
-        self.links: dict[str, tuple[Link, str]] = {}   # name -> (link, conninfo through it)
+        self.links: dict[str, tuple[Link, str, Path]] = {}   # name -> (link, conninfo through it, passfile)
         self._proxy: ToxiproxyServer | None = None
         self.run_tag = run_id.rsplit("-", 1)[-1][:4]
         self.log = log
@@ -102,19 +102,19 @@ class Servers:
             link.kind = f"proxy ({over})"
             if shaped:
                 link.bandwidth_kbit = bandwidth_kbit
-        self.links[name] = (link, link.conninfo(cluster.conninfo(transport="tcp")))
+        self.links[name] = (link, link.conninfo(cluster.conninfo(transport="tcp")), cluster.passfile)
         return link
 
     def probe_links(self) -> list[dict]:
         """The median round trip of SELECT 1 through every link, now."""
-        return [{"link": name, **measure_rtt(conninfo, PROBE_ROUND_TRIPS)}
-                for name, (_, conninfo) in self.links.items()]
+        return [{"link": name, **measure_rtt(conninfo, PROBE_ROUND_TRIPS, passfile)}
+                for name, (_, conninfo, passfile) in self.links.items()]
 
     def fingerprint(self) -> dict:
         return {name: c.fingerprint() for name, c in self.clusters.items() if c.running}
 
     def link_fingerprint(self) -> dict:
-        return {name: link.describe() for name, (link, _) in self.links.items()}
+        return {name: link.describe() for name, (link, *_) in self.links.items()}
 
     def dead(self, wait_s: float = 0.0) -> list[str]:
         """The clusters of this run whose server has died (not stopped by us): 'name (how)'.

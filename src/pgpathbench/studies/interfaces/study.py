@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ... import user_queries
-from ...clients import iteration_percentiles, require_clients, run_native_client
+from ...clients import iteration_percentiles, require_clients, run_native_client, session_env
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES
 from ...errors import CaseError, UserError
@@ -87,17 +87,18 @@ class Interfaces(Declared):
         t0 = time.monotonic()
         reference = self._references(env, servers)
         env.log(f"reference checksums (psql COPY) in {time.monotonic() - t0:.1f} s")
-        versions = self._client_versions(env, conninfo)
+        servers_by_role = {LOCAL_ROLE: local, REMOTE_ROLE: remote}
+        versions = self._client_versions(env, conninfo, servers_by_role)
         out_dir = env.servers.root
         out_dir.mkdir(parents=True, exist_ok=True)
-        env.state.update(servers={LOCAL_ROLE: local, REMOTE_ROLE: remote}, conninfo=conninfo, reference=reference, jvm_options=shlex.split(p["jvm_options"]),
-                         outfile=str(out_dir / f"iftest-{env.major}.out"))
+        env.state.update(servers=servers_by_role, conninfo=conninfo, reference=reference,
+                         jvm_options=shlex.split(p["jvm_options"]), outfile=str(out_dir / f"iftest-{env.major}.out"))
         facts = {
             "database": DB, "tables": {t: {"rows": n, "copy_bytes": seed003.row_bytes(t, n)} for t, n in sizes.items()},
             "queries": {q: env.state["queries"][q] for q in reference}, "iterations_sql001": p["iterations"],
             "reference": {q: r.to_json() for q, r in reference.items()},
             "jvm_options": p["jvm_options"], "cursor_fetch": [int(f) for f in spec.fetch_values(env.options)[:-1]],
-            "conninfo": {f"{t}_{lat}": _mask(ci) for (t, lat), ci in conninfo.items()},
+            "conninfo": {f"{t}_{lat}": ci for (t, lat), ci in conninfo.items()},   # no password: see _client_env
             "outfile": env.state["outfile"],
             "remote": "a second managed server with the same data" + (
                 f", in network namespace {remote.netns['netns']} (veth)" if remote is not None and remote.netns
@@ -163,7 +164,8 @@ class Interfaces(Declared):
             raise UserError(f"--query {query}: psql COPY of it on {cluster.name}: {e.detail}; give a query that "
                             "only reads (tables t50k, t10m of the database iftest) and returns rows") from None
 
-    def _client_versions(self, env: StudyEnv, conninfo: dict[tuple[str, str], str]) -> dict[str, str]:
+    def _client_versions(self, env: StudyEnv, conninfo: dict[tuple[str, str], str],
+                         servers: dict[str, Cluster | None]) -> dict[str, str]:
         """Every client once (select 1): its version, and a failure now rather than in every case."""
         paths: dict[str, tuple[str, str]] = {}
         for case in self.cases(env.options):
@@ -172,8 +174,8 @@ class Interfaces(Declared):
         jvm = shlex.split(env.options.params["jvm_options"])
         for iface, path in paths.items():
             try:
-                versions[iface] = run_native_client(iface, conninfo[path], "select 1", timeout=120,
-                                                    jvm_options=jvm).output["version"]
+                versions[iface] = run_native_client(iface, conninfo[path], "select 1", timeout=120, jvm_options=jvm,
+                                                    env=_client_env(servers, path[0])).output["version"]
             except CaseError as e:
                 raise UserError(f"--interface: the {iface} client does not work here: {e}") from None
         return versions
@@ -196,7 +198,7 @@ class Interfaces(Declared):
             run = run_native_client(iface, st["conninfo"][(case["transport"], case["latency"])], st["queries"][query],
                                     mode=mode, keep=strategy == "once", iterations=iterations,
                                     print_rows=printfrac == "p-all", dest=out, timeout=p["timeout"],
-                                    jvm_options=st["jvm_options"])
+                                    jvm_options=st["jvm_options"], env=_client_env(st["servers"], case["transport"]))
             if dest == "file":
                 written = os.path.getsize(out)
         finally:
@@ -246,5 +248,7 @@ def sqlstrats(options: StudyOptions) -> tuple[str, ...]:
     return spec.user_sqlstrats(chosen, given)
 
 
-def _mask(conninfo: str) -> str:
-    return " ".join("password=***" if part.startswith("password=") else part for part in conninfo.split())
+def _client_env(servers: dict[str, Cluster | None], transport: str) -> dict[str, str]:
+    """A client's environment (session_env) with PGPASSFILE naming the password file of the server
+    the transport reaches: the password never goes on the command line."""
+    return servers[REMOTE_ROLE if transport == "remote" else LOCAL_ROLE].client_env(session_env())

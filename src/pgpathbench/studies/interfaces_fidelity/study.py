@@ -62,6 +62,7 @@ class InterfacesFidelity(Declared):
         conninfo = {"unix": server.conninfo(DB, "unix"), "tcp": tcp.conninfo(server.conninfo(DB, "tcp"))}
         reference = copy_reference(env.bins.path("psql"), conninfo["unix"], QUERIES["sql10m"], p["timeout"])
         env.state.update(conninfo=conninfo, script=str(script), reference=reference,
+                         client_env=server.client_env(session_env()),   # PGPASSFILE: no password on a command line
                          jvm_options=shlex.split(p["jvm_options"]))
         tools = {tool: _version(env, tool) for tool in ("psql", "pgbench")}
         return Setup(tools=tools, facts={
@@ -81,7 +82,7 @@ class InterfacesFidelity(Declared):
         mode = CLIENT_MODE[(workload, tool)]
         if workload == "copy":
             run = run_native_client(tool, conninfo, QUERIES["sql10m"], mode=mode, print_rows=True, dest="/dev/null",
-                                    timeout=p["timeout"], jvm_options=st["jvm_options"])
+                                    timeout=p["timeout"], jvm_options=st["jvm_options"], env=st["client_env"])
             ref = st["reference"]
             got = (run.output["rows"], run.output["bytes"], run.output["checksum"])
             if tool == DIAGNOSTIC:      # it computes no checksum: its rows and bytes must still be right
@@ -92,7 +93,7 @@ class InterfacesFidelity(Declared):
         else:
             n = p["iterations"]
             run = run_native_client(tool, conninfo, QUERIES["sql001"], mode=mode, keep=True, iterations=n,
-                                    timeout=p["timeout"], jvm_options=st["jvm_options"])
+                                    timeout=p["timeout"], jvm_options=st["jvm_options"], env=st["client_env"])
             if run.output["rows"] != n:
                 raise CaseError(f"{tool} read {run.output['rows']} rows in {n} queries, expected {n}")
         o = run.output
@@ -117,10 +118,10 @@ def _reference(env: StudyEnv, workload: str, conninfo: str) -> dict:
     if workload == "copy":
         m = spawn_measured([str(env.bins.path("psql")), "-X", "-q", "-d", conninfo, "-c",
                             f"COPY ({QUERIES['sql10m']}) TO STDOUT"], p["timeout"],
-                           env=session_env(), stdout=subprocess.DEVNULL)
+                           env=env.state["client_env"], stdout=subprocess.DEVNULL)
     else:
         m = spawn_measured([str(env.bins.path("pgbench")), "-n", "-c", "1", "-t", str(p["iterations"]), "-f",
-                            env.state["script"], conninfo], p["timeout"], env=session_env())
+                            env.state["script"], conninfo], p["timeout"], env=env.state["client_env"])
     if m.timed_out or m.returncode != 0:
         lines = [line for line in m.stderr.splitlines() if line.strip()]
         raise CaseError(f"reference {workload}: exit {m.returncode}: {lines[-1] if lines else 'no message'}")
