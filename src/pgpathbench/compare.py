@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from .errors import UserError
+from .matrix import knob_dimensions
 from .metrics import Metric
 from .report import Plot, Point, Table
 from .results.fingerprint import VOLATILE_SETTINGS, Environment
@@ -152,7 +153,7 @@ def pair_cases(run_a: RunResult, run_b: RunResult, studies: Mapping[str, object]
     by_id = {c.case_id: c for c in cases_b}
     pairs = tuple((a, by_id[a.case_id]) for a in cases_a if a.case_id in by_id)
     study = studies.get(run_a.study_name)
-    knobs = [n for n, d in (study.dimensions.items() if study else ()) if d.knob]
+    knobs = knob_dimensions(study.dimensions, (n for c in cases_a + cases_b for n in c.dims)) if study else []
     if not pairs and knobs:
         pairs = _pair_by_knobs(run_a, run_b, cases_a, cases_b, knobs)
     differ = {k: (tuple(dict.fromkeys(a.get(k, "?") for a, b in pairs if a.get(k) != b.get(k))),

@@ -148,6 +148,12 @@ class KnobFamily:
         return out
 
 
+def knob_dimensions(declared: Mapping[str, Dimension], names: Iterable[str]) -> list[str]:
+    """Of a cases' dimension names, the knobs: declared ones marked knob, and the open-ended ones a
+    KnobFamily made (a study does not declare them: fdw.fetch_size, set.work_mem)."""
+    return [n for n in dict.fromkeys(names) if n not in declared or declared[n].knob]
+
+
 def round_order(cases: Iterable[Case], seed: int, round_no: int) -> list[Case]:
     """The shuffled order of one round: fixed by (seed, round), so a resumed run repeats it."""
     order = list(cases)

@@ -73,3 +73,28 @@ def test_recorded_commands_and_options(knob_run):
     assert [s["name"] for s in facts["scripts"]] == ["accounts", "kv"] and facts["init"]["name"] == "init.sql"
     assert all(m["metrics"]["threads"] == 1 for m in rep["measurements"])
     assert "script:accounts+kv.FDW_external/prepared/fetch_size=1" in res.stdout
+
+
+def _runs(ws) -> list[str]:
+    import json
+    return [r["run_id"] for r in json.loads(pgpathbench("runs", "--format", "json", workspace=ws).stdout)]
+
+
+def test_compare_fails_if_a_run_made_slower_on_purpose(workspace_root, tmp_path):
+    """The CI gate on real runs: the same cases through postgres_fdw at fetch_size 10000 (A) and 1
+    (B, every row its own round trip: about 50x slower here), paired across the knob; and a run
+    compared with itself passes."""
+    script = tmp_path / "accounts.sql"
+    script.write_text(READ_ACCOUNTS)
+    for fetch in ("10000", "1"):
+        res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--repeat", str(ROUNDS), "--target",
+                          "fdw_external", "--fdw-option", f"fetch_size={fetch}", "--script", str(script),
+                          workspace=workspace_root)
+        assert res.returncode == 0, res.stderr[-3000:]
+    a, b = _runs(workspace_root)[-2:]
+    slower = pgpathbench("compare", a, b, "--fail-if-slower", "10", workspace=workspace_root)
+    assert slower.returncode == 1, (slower.stdout[-2000:], slower.stderr[-2000:])
+    assert "pgpathbench: slower: " in slower.stderr and "worse than -10% at 95%" in slower.stderr
+    assert "fdw.fetch_size" in slower.stdout     # paired across the knob, said in a note
+    same = pgpathbench("compare", b, b, "--fail-if-slower", "10", workspace=workspace_root)
+    assert same.returncode == 0 and same.stderr == "", same.stderr

@@ -10,6 +10,7 @@ the same round), so the interval is of the ratio itself.
 
 from __future__ import annotations
 
+from ..matrix import knob_dimensions
 from ..results.model import CaseResult, StudyResult
 from ..stats import ratio_summary
 from . import Plot, Point, Table
@@ -18,17 +19,20 @@ from . import Plot, Point, Table
 def knob_names(result: StudyResult, study) -> list[str]:
     """The knobs a run swept: declared knob dimensions, and open-ended ones (dims the study does
     not declare, e.g. `fdw.fetch_size`), each with more than one value among the cases."""
-    declared = {n for n, d in study.dimensions.items() if getattr(d, "knob", False)}
-    names = [n for c in result.cases for n in c.dims if n in declared or n not in study.dimensions]
-    return [n for n in dict.fromkeys(names) if len({c.dims.get(n) for c in result.cases}) > 1]
+    names = knob_dimensions(study.dimensions, (n for c in result.cases for n in c.dims))
+    return [n for n in names if len({c.dims.get(n) for c in result.cases}) > 1]
 
 
-def _groups(result: StudyResult, knob: str) -> dict[str, list[CaseResult]]:
+def _groups(result: StudyResult, knob: str, study) -> dict[str, list[CaseResult]]:
     """The cases by the values of every other dimension ('ro:fdw_external:1:0ms:15'), in planned order."""
+    declared = list(study.dimensions)
     groups: dict[str, list[CaseResult]] = {}
     for c in result.cases:
         if c.ok and knob in c.dims:
-            label = ":".join(v for k, v in c.dims.items() if k != knob)
+            # the stored dims lost their order (jsonb): the study's declared one, then the open-ended knobs
+            others = sorted((k for k in c.dims if k != knob),
+                            key=lambda k: (declared.index(k) if k in declared else len(declared), k))
+            label = ":".join(c.dims[k] for k in others)
             groups.setdefault(label, []).append(c)
     return {g: cs for g, cs in groups.items() if len(cs) > 1}
 
@@ -54,7 +58,7 @@ def tables(result: StudyResult, study) -> list[Table]:
     metric = study.metrics[study.primary_metric]
     out = []
     for knob in knob_names(result, study):
-        rows = [row for group, cases in _groups(result, knob).items()
+        rows = [row for group, cases in _groups(result, knob, study).items()
                 if (row := _best_row(knob, group, cases, metric)) is not None]
         if rows:
             out.append(Table(f"Best {knob} per case ({metric.name})",
@@ -71,7 +75,7 @@ def plots(result: StudyResult, study) -> list[Plot]:
     out = []
     for knob in knob_names(result, study):
         series = {}
-        for group, cases in _groups(result, knob).items():
+        for group, cases in _groups(result, knob, study).items():
             points = []
             for c in cases:
                 s = c.summary(metric.name)
