@@ -9,7 +9,7 @@ rounds; above 1 = collection slows the path down) and checks the target: under 2
 of every interval below 1.02). pg_stat_statements is loaded in both arms (the study's servers
 preload it); what it costs is a server setting, not collection.
 
-    .venv/bin/python bench/evidence_overhead.py [--rounds 10] [--duration 5] [--workspace DIR]
+    .venv/bin/python bench/evidence_overhead.py [--rounds 10] [--duration 5] [--workload ro,rw] [--workspace DIR]
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--duration", type=int, default=5, help="seconds per pgbench run")
+    ap.add_argument("--workload", default="ro,rw", help="pgbench workloads (ro, rw or both)")
     ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
     args = ap.parse_args()
     study = get("fdw-overhead")
-    parsed = build_parser().parse_args(["run", "fdw-overhead", "--preset", "quick", "--workload", "ro,rw",
+    parsed = build_parser().parse_args(["run", "fdw-overhead", "--preset", "quick", "--workload", args.workload,
                                         "--target", "local,fdw_external", "--duration", str(args.duration)])
     on = study_options(study, parsed)
     off = dataclasses.replace(on, params={**on.params, "evidence": "off"})
