@@ -34,7 +34,8 @@ PLOT_TITLES = ("Throughput by target (TPS, without initial connection time)",
                "What postgres_fdw sent to the source",
                "Latency distribution per case", "Where the time goes: CPU per case",
                "Where the time goes: server backends' wait events",
-               "TPS over time: ro:local:1:0ms:15", "TPS over time: ro:fdw_local:1:0ms:15")
+               "TPS over time: ro:local:1:0ms:15:simple", "TPS over time: ro:fdw_local:1:0ms:15:simple",
+               "Latency over time: ro:local:1:0ms:15:simple", "Latency over time: ro:fdw_local:1:0ms:15:simple")
 
 
 @pytest.fixture(scope="module")

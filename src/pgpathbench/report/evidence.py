@@ -173,14 +173,19 @@ def quantile_plot(result: StudyResult) -> Plot | None:
 
 
 def series_plots(result: StudyResult) -> list[Plot]:
-    """Small multiples: transactions per second over time, one chart per case, a line per round."""
+    """Small multiples: transactions per second and their latency over time, two charts per case, a
+    line per round."""
     cases = [c for c in result.cases if any(m.series for m in c.ok)]
     cases.sort(key=lambda c: -(c.median("latency_ms") or 0))
     plots = []
     for c in cases[:SERIES_CASES]:
-        lines = {f"round {m.round}": [Point(float(p["t"]), float(p["tps"])) for p in m.series] for m in c.ok if m.series}
+        tps = {f"round {m.round}": [Point(float(p["t"]), float(p["tps"])) for p in m.series] for m in c.ok if m.series}
+        latency = {f"round {m.round}": [Point(float(p["t"]), float(p["latency_ms"])) for p in m.series
+                                        if p.get("latency_ms") is not None] for m in c.ok if m.series}
         plots.append(Plot(f"TPS over time: {c.case_id}", "Seconds since the first transaction",
-                          "Transactions completed in that second", "line", lines))
+                          "Transactions completed in that second", "line", tps))
+        plots.append(Plot(f"Latency over time: {c.case_id}", "Seconds since the first transaction",
+                          "Mean latency of that second's transactions, ms", "line", latency))
     return plots
 
 
