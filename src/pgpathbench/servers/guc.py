@@ -114,7 +114,9 @@ def check(options, bins) -> None:
         guc = gucs.get(name)
         if guc is None:
             if "." not in name and major in options.dims.get("pg", (major,)):
-                raise UserError(f"--set: unknown setting '{name}' for PostgreSQL {major}; see SHOW ALL")
+                # --describe-config leaves out internal settings and those of connection start-up.
+                raise UserError(f"--set: unknown setting '{name}' for PostgreSQL {major}; see SHOW ALL "
+                                "(--set takes settings of contexts user, superuser and sighup)")
             continue
         message = refusal(name, guc.context)
         if message:
