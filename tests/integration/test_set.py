@@ -65,3 +65,16 @@ def test_a_value_the_server_refuses_stops_the_run_before_measuring(workspace_roo
     runs = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)
     latest = max(runs, key=lambda r: r["started_at"])
     assert latest["status"] == "failed" and latest["measurements"] == 0
+
+
+def test_a_session_setting_reaches_the_native_client_and_psql(workspace_root):
+    """statement_timeout=1 (ms) cancels every COPY of 200k rows, the client's and psql's: PGOPTIONS reached them."""
+    res = pgpathbench("run", "interfaces-fidelity", "--preset", "quick", "--repeat", "1", "--tool", "reference,libpq",
+                      "--workload", "copy", "--transport", "unix", "--set", "statement_timeout=0,1",
+                      workspace=workspace_root)
+    assert res.returncode == 1, res.stderr[-3000:]
+    ms = report_json(workspace_root)["measurements"]
+    assert len(ms) == 4
+    for m in ms:
+        cancelled = m["dims"]["set.statement_timeout"] == "1"
+        assert m["ok"] is not cancelled and (not cancelled or "statement timeout" in m["error"]), m
