@@ -122,7 +122,7 @@ def _run_parser(sub) -> None:
                             f" [default {','.join(study.default_dims[dim.name])}]")
         for family in study.knob_families.values():
             sp.add_argument(family.option, dest=f"knobs_{family.prefix}", action="append", metavar="NAME=A,B",
-                            help=f"{family.help} (repeatable; NAME from {','.join(family.knobs)})")
+                            help=f"{family.help} (repeatable; {family.names_help})")
         for param in study.parameters.values():
             sp.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}", help=param.help,
                             action="append" if param.repeatable else "store")

@@ -25,7 +25,7 @@ import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .errors import CaseError, UserError
 from .metrics import Metric
@@ -98,10 +98,12 @@ def _which(program: str) -> bool:
     return any(os.access(Path(d) / program, os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep) if d)
 
 
-def session_env() -> dict[str, str]:
+def session_env(settings: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a client or psql reading the seed tables: UTF-8, and SYNC_SCANS_OFF added to
-    PGOPTIONS (libpq and psql read it; the JDBC client passes it to pgjdbc as its options)."""
-    options = f"{os.environ.get('PGOPTIONS', '')} {SYNC_SCANS_OFF}".strip()
+    PGOPTIONS (libpq and psql read it; the JDBC client passes it to pgjdbc as its options), with
+    `settings` (a case's --set session settings, servers/guc.py) after it."""
+    from .servers.guc import pgoptions
+    options = f"{os.environ.get('PGOPTIONS', '')} {SYNC_SCANS_OFF} {pgoptions(settings or {})}".strip()
     return {**os.environ, "PGCLIENTENCODING": "UTF8", "PGOPTIONS": options}
 
 

@@ -117,6 +117,21 @@ class KnobFamily:
     option: str                                      # "--fdw-option"
     help: str
     knobs: Mapping[str, Callable[[str], str]]
+    # Open names (any server setting): name -> the parser of its values, ValueError when the name
+    # is not even well-formed; the study's check() looks the name up (servers/guc.py).
+    any_name: Callable[[str], Callable[[str], str]] | None = None
+    example: str = ""                                # a name for messages, when `knobs` is empty
+
+    @property
+    def names_help(self) -> str:
+        return "NAME: any server setting (SHOW ALL)" if self.any_name else f"NAME from {','.join(self.knobs)}"
+
+    def parser(self, knob: str) -> Callable[[str], str]:
+        if knob in self.knobs:
+            return self.knobs[knob]
+        if self.any_name is None:
+            raise ValueError(f"unknown option '{knob}'; choose from {','.join(self.knobs)}")
+        return self.any_name(knob)
 
     def dimension_name(self, knob: str) -> str:
         return f"{self.prefix}.{knob}"
@@ -128,19 +143,21 @@ class KnobFamily:
         return dimension.removeprefix(self.prefix + ".")
 
     def dimension(self, knob: str) -> Dimension:
-        return Dimension(self.dimension_name(knob), f"{self.option} {knob}", parse=self.knobs[knob], knob=True)
+        return Dimension(self.dimension_name(knob), f"{self.option} {knob}", parse=self.parser(knob), knob=True)
 
     def parse(self, given: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """['fetch_size=1,100', ...] -> {'fdw.fetch_size': ('1', '100')}; UserError naming the option."""
         out: dict[str, tuple[str, ...]] = {}
         for raw in given:
             name, sep, values = raw.partition("=")
-            name = name.strip()
+            name = name.strip().lower() if self.any_name else name.strip()
             if not sep or not name:
                 raise UserError(f"{self.option}: '{raw}' is not NAME=V1,V2; write e.g. "
-                                f"{self.option} {next(iter(self.knobs))}=...")
-            if name not in self.knobs:
-                raise UserError(f"{self.option}: unknown option '{name}'; choose from {','.join(self.knobs)}")
+                                f"{self.option} {self.example or next(iter(self.knobs))}=...")
+            try:
+                self.parser(name)
+            except ValueError as e:
+                raise UserError(f"{self.option}: {e}") from None
             dim = self.dimension_name(name)
             if dim in out:
                 raise UserError(f"{self.option}: '{name}' given twice; give its values once: {name}=V1,V2")

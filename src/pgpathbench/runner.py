@@ -31,7 +31,7 @@ from .procs import pid_alive
 from .progress import ProgressReporter, headline
 from .results.fingerprint import Fingerprint
 from .results.model import MODEL_VERSION
-from .servers import binaries
+from .servers import binaries, guc
 from .servers.binaries import PgBinaries
 from .servers.topology import Servers
 from .store import ResultsStore
@@ -117,6 +117,7 @@ def take_measurement(study, env: StudyEnv, case, taken: Taken) -> dict:
     """What the case needs first (untimed), then the measurement, timed, with the evidence of
     the servers it involves collected around it (unless --evidence off); its series apart from
     its metrics. The runner's one way to measure, and bench/evidence_overhead.py's."""
+    guc.apply_reload(env, case)      # --set's sighup settings, on every managed server
     study.before_measure(env, case)
     evidence = None
     try:
@@ -222,6 +223,7 @@ class Runner:
             for major, bins in self.binaries(options).items():
                 envs[major] = StudyEnv(options, major, bins, servers.scoped(int(major), bins), self.progress.log)
                 setup = study.prepare(envs[major])
+                setup.facts.update(guc.prepare(envs[major]))   # --set: checked by the server, how applied
                 fingerprint.tools.update(setup.tools)
                 fingerprint.setup.setdefault(major, {})[study.name] = setup.facts
                 check_interrupted()

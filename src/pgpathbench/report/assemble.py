@@ -66,19 +66,33 @@ def outliers_table(run: RunResult, studies) -> Table | None:
                         "intervals include them: a median resists a few outliers."], align_left=3)
 
 
+def settings_table(run: RunResult) -> Table | None:
+    """--set's server settings: per major, each one's context and how it was applied (the values of
+    each case are in its id and dimensions set.NAME)."""
+    rows = [[major, f"set.{name}", f.get("context", "?"), ",".join(f.get("values", [])), f.get("applied", "")]
+            for major, per_study in sorted(run.environment.last.setup.items())
+            for name, f in sorted(((per_study.get(run.study_name) or {}).get("server_settings") or {}).items())]
+    if not rows:
+        return None
+    return Table("Server settings (--set)", ["pg", "dimension", "context", "values", "applied"], rows,
+                 ["Checked by the server before the first measurement; each case's value is in its id."], align_left=2)
+
+
 def study_section(run: RunResult, studies) -> StudySection:
     """The study's own tables and plots, its swept knobs (knobs.py), then what its measurements'
     evidence shows (evidence.py)."""
     study = studies[run.study_name]
     return StudySection(run.study_name, study.title,
-                        study.report(run.study) + knobs.tables(run.study, study) + evidence.tables(run.study),
+                        study.report(run.study) + knobs.tables(run.study, study) + evidence.tables(run.study)
+                        + [t for t in (settings_table(run),) if t is not None],
                         study.plots(run.study) + knobs.plots(run.study, study) + evidence.plots(run.study))
 
 
 def tables(run: RunResult, studies) -> list[Table]:
     """Every table of a run's report, in order: header, studies (with their evidence), shared tables."""
     study = studies[run.study_name]
-    out = [run_table(run), *study.report(run.study), *knobs.tables(run.study, study), *evidence.tables(run.study)]
+    out = [run_table(run), *study.report(run.study), *knobs.tables(run.study, study), *evidence.tables(run.study),
+           *[t for t in (settings_table(run),) if t is not None]]
     return out + [t for t in (outliers_table(run, studies), failures_table(run)) if t is not None]
 
 

@@ -62,7 +62,7 @@ def print_studies(studies, fmt: str, out: Console) -> None:
             "name": s.name, "title": s.title, "seeds": list(s.seeds),
             "dimensions": {d.name: {"values": list(d.values) or None, "default": list(s.default_dims[d.name]),
                                     "help": d.help, "knob": d.knob} for d in s.dimensions.values()},
-            "knob_families": {f.prefix: {"option": f.option, "names": list(f.knobs), "help": f.help}
+            "knob_families": {f.prefix: {"option": f.option, "names": list(f.knobs) or None, "help": f.help}
                               for f in s.knob_families.values()},
             "parameters": {p.name: p.help for p in s.parameters.values()},
             "presets": {p.name: {"help": p.help, "repeat": p.repeat, **p.params} for p in s.presets.values()},
@@ -74,7 +74,7 @@ def print_studies(studies, fmt: str, out: Console) -> None:
     for s in studies:
         rows = [[f"dimension {d.name}", ",".join(d.values) or "(any)", ",".join(s.default_dims[d.name]), d.help]
                 for d in s.dimensions.values()]
-        rows += [[f"knobs {f.option} NAME=A,B", ",".join(f.knobs), "(none)", f.help]
+        rows += [[f"knobs {f.option} NAME=A,B", ",".join(f.knobs) or "(any)", "(none)", f.help]
                  for f in s.knob_families.values()]
         rows += [[f"parameter {p.name}", "", str(p.default) if p.default is not None else "(preset)", p.help]
                  for p in s.parameters.values()]

@@ -202,6 +202,10 @@ class ServerScope:
                 bandwidth_kbit: int | None = None) -> Cluster:
         return self.servers.cluster(self.prefix + name, settings, remote, bandwidth_kbit, self.bins)
 
+    def clusters(self) -> list[Cluster]:
+        """The managed servers of this major started so far, in start order."""
+        return [c for name, c in self.servers.clusters.items() if name.startswith(self.prefix)]
+
     def link(self, name: str, cluster: Cluster, latency_ms: int = 0, bandwidth_kbit: int | None = None) -> Link:
         return self.servers.link(self.prefix + name, cluster, latency_ms, bandwidth_kbit)
 

@@ -18,6 +18,7 @@ from ..matrix import Case, Dimension, KnobFamily, Parameter, Preset
 from ..metrics import Metric
 from ..report import Plot, Table
 from ..results.model import StudyResult
+from ..servers import guc
 from ..servers.binaries import PgBinaries
 from ..servers.network import parse_bandwidth, parse_latency
 from ..servers.paths import DIRECT, NetworkPath
@@ -65,6 +66,16 @@ def evidence_on(options: "StudyOptions") -> bool:
 
 BANDWIDTH = Parameter("bandwidth", "bandwidth limit of emulated links, each direction (e.g. 1gbit, 100mbit)",
                       parse_bandwidth)
+
+
+# Shared by every study: `--set NAME=V1,V2`, a server setting as a knob dimension set.NAME
+# (servers/guc.py: checked in check(), verified by the server after prepare(), applied per case).
+SET = guc.FAMILY
+
+
+def knob_families(*families: KnobFamily) -> dict[str, KnobFamily]:
+    """A study's knob families by prefix: its own, and --set."""
+    return {f.prefix: f for f in (*families, SET)}
 
 
 @dataclass(frozen=True)
@@ -143,7 +154,9 @@ class Declared:
 
     def check(self, options: "StudyOptions", bins: PgBinaries) -> None:
         """Checks that need the binaries (a user's script parsed by pgbench), before anything is
-        written; UserError naming the option."""
+        written; UserError naming the option. Here: --set's names, contexts and values' form (an
+        override calls it too)."""
+        guc.check(options, bins)
 
     def before_measure(self, env: "StudyEnv", case: Case) -> None:
         """What a measurement needs done first, outside its timing and its evidence (a vacuum)."""

@@ -82,6 +82,7 @@ class TimedRun:
     threads: int = 1           # -j (given only above 1): each thread writes its own log file
     protocol: str = "simple"   # -M: simple, extended or prepared
     scripts: tuple[tuple[str, int], ...] = ()   # -f FILE@WEIGHT: the user's scripts instead of a builtin
+    pgoptions: str = ""        # PGOPTIONS of its sessions (`-c NAME=VALUE`: --set's session settings)
 
     @property
     def timeout_s(self) -> int:
@@ -131,7 +132,9 @@ def run(pgbench: Path | str, spec: TimedRun, log: bool = True) -> dict:
 def _spawn(pgbench: Path | str, spec: TimedRun, log_prefix: Path | None):
     """pgbench run to its end through the measured spawn; CaseError if it failed or hung."""
     m = spawn_measured(spec.command(pgbench, log_prefix), timeout=spec.timeout_s,
-                       env={**os.environ, "PGAPPNAME": APPLICATION_NAME})
+                       env={**os.environ, "PGAPPNAME": APPLICATION_NAME,
+                            **({"PGOPTIONS": f"{os.environ.get('PGOPTIONS', '')} {spec.pgoptions}".strip()}
+                               if spec.pgoptions else {})})
     if m.timed_out:
         raise CaseError(f"pgbench did not finish within {spec.timeout_s} s")
     if m.returncode != 0:

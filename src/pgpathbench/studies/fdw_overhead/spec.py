@@ -19,7 +19,7 @@ from ...metrics import catalogue
 from ...servers import fdw
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
-from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE
+from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, knob_families
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
 REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
@@ -155,4 +155,4 @@ VOCABULARY = Vocabulary(
     seeds=("000", "001"), required_tools=("initdb", "postgres", "pgbench"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
-    knob_families={fdw.FAMILY.prefix: fdw.FAMILY})
+    knob_families=knob_families(fdw.FAMILY))

@@ -49,7 +49,7 @@ from ...errors import UserError
 from ...matrix import Case, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ...servers import fdw
+from ...servers import fdw, guc
 from ...servers.cluster import SUPERUSER, Cluster
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
@@ -81,7 +81,9 @@ class FdwOverhead(Declared):
         return dataclasses.replace(options, dims={**options.dims, "workload": (spec.script_workload(p["script"]),)})
 
     def check(self, options: StudyOptions, bins) -> None:
-        """The user's scripts, parsed by pgbench itself (a dry parse: see tools/pgbench.dry_parse)."""
+        """--set (see Declared), and the user's scripts, parsed by pgbench itself (a dry parse: see
+        tools/pgbench.dry_parse)."""
+        super().check(options, bins)
         given = options.params.get("script")
         if given:
             error = pgbench.dry_parse(bins.path("pgbench"), [(s["path"], s["weight"]) for s in given])
@@ -215,7 +217,8 @@ class FdwOverhead(Declared):
         return pgbench.TimedRun(db, str(cluster.sockdir), cluster.port, SUPERUSER, clients=clients,
                                 duration_s=int(p["duration"]), select_only=case["workload"] == "ro",
                                 max_tries=int(p["max_tries"]), threads=min(clients, os.cpu_count() or 1),
-                                protocol=case.get("protocol", "simple"), scripts=env.state["scripts"])
+                                protocol=case.get("protocol", "simple"), scripts=env.state["scripts"],
+                                pgoptions=guc.pgoptions(guc.session(env, case)))
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         return pgbench.run(env.bins.path("pgbench"), self._run(env, case), log=evidence_on(env.options))

@@ -94,3 +94,18 @@ def warm_up_and_check(conns, files: TpchFiles | None, shape) -> tuple[dict, dict
     if problems:
         raise AnswerMismatch("file-fdw-tpch: wrong answers, the run stops here:\n  " + "\n  ".join(problems))
     return {q: a.to_json() for q, a in answers.items()}, duck, {q: a.digest for q, a in answers.items()}
+
+
+def sort_methods(conn, text: str) -> str:
+    """The sorts EXPLAIN ANALYZE reports for the query on this connection (its settings in force):
+    'quicksort Memory 25kB; external merge Disk 1216kB', or '' when the plan sorts nothing."""
+    doc = conn.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, FORMAT JSON) {text}\n").fetchone()[0]
+    found: list[str] = []
+
+    def walk(node: dict) -> None:
+        if "Sort Method" in node:
+            found.append(f"{node['Sort Method']} {node.get('Sort Space Type', '')} {node.get('Sort Space Used', '')}kB")
+        for child in node.get("Plans", ()):
+            walk(child)
+    walk((doc[0] if isinstance(doc, list) else doc)["Plan"])
+    return "; ".join(found)

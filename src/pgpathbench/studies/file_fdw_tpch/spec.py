@@ -11,7 +11,7 @@ from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
 from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
-from ..base import Vocabulary, PG, EVIDENCE
+from ..base import Vocabulary, PG, EVIDENCE, knob_families
 
 LAYOUTS = ("single", "partitioned", "scaleout")
 STORAGES = ("regular", "foreign")
@@ -193,6 +193,8 @@ METRICS = catalogue(
     Metric("answer", "digest", "none", "digest of the sorted rows (exact values), equal to the answer checked "
            "in the warm-up against every side and DuckDB"),
     Metric("plan_workers", "1", "none", "parallel workers the query's plan asked for (0: a serial plan)"),
+    Metric("sort_methods", "text", "none", "with --set: the sorts of the query's plan under the case's settings, "
+           "from EXPLAIN ANALYZE before its first measurement (e.g. 'external merge Disk 1000kB')"),
     Metric("bytes_scanned", "bytes", "none", "Q1 and Q6 on file_fdw: bytes of lineitem's file the scan parses"),
     Metric("scan_cores", "1", "none", "Q1 and Q6 on file_fdw: processes that parse during the scan"),
     Metric("mb_per_s", "MB/s", "higher", "Q1 and Q6 on file_fdw: the file's MB over the query's time "
@@ -206,4 +208,5 @@ VOCABULARY = Vocabulary(
     name="file-fdw-tpch", title="TPC-H on regular tables vs file_fdw over the same files, single node vs partitioned",
     seeds=("002",), required_tools=("initdb", "postgres"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
-    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC)
+    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
+    knob_families=knob_families())

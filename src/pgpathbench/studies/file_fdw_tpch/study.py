@@ -63,6 +63,7 @@ from ...evidence import Watched, flush_statistics
 from ...matrix import Case, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
+from ...servers import guc
 from ...servers.cluster import SUPERUSER, Cluster
 from ...servers.fdw import create_server
 from ...servers.paths import NetworkPath
@@ -160,15 +161,22 @@ class FileFdwTpch(Declared):
             return main
         return main + [w.watched(f"worker{k}", DB) for k, w in enumerate(env.state["workers"], 1)]
 
+    def before_measure(self, env: StudyEnv, case: Case) -> None:
+        """The case's --set session settings on its side's kept connection (SET), and once per case
+        the sorts its plan does under them (EXPLAIN ANALYZE: the evidence that they took effect)."""
+        conn = side_connection(env, case)
+        guc.set_session(conn, env, case)
+        sorts = env.state.setdefault("sort_methods", {})
+        if case.knobs(guc.FAMILY) and case.case_id not in sorts:
+            try:
+                sorts[case.case_id] = checks.sort_methods(conn, env.state["shape"].text(case["queries"]))
+            except psycopg.Error as e:
+                raise CaseError(f"EXPLAIN ANALYZE: {str(e).strip().splitlines()[0]}") from None
+
     def measure(self, env: StudyEnv, case: Case) -> dict:
         st, shape = env.state, env.state["shape"]
         q, storage, layout = case["queries"], case["storage"], case["layout"]
-        conn = st["conns"].get((layout, storage))
-        if conn is None or conn.closed:
-            try:
-                conn = st["conns"][(layout, storage)] = connect(st["main"], layout, storage, shape.timeout)
-            except psycopg.Error as e:
-                raise CaseError(f"cannot connect: {str(e).strip()}") from None
+        conn = side_connection(env, case)
         try:
             t0 = time.perf_counter()
             rows = conn.execute(shape.text(q)).fetchall()
@@ -185,6 +193,8 @@ class FileFdwTpch(Declared):
         workers = st["plans"][(q, layout, storage)]["workers"]
         metrics = {"duration_ms": round(seconds * 1000, 3), "rows": len(rows), "answer": digest,
                    "plan_workers": workers}
+        if case.case_id in st.get("sort_methods", {}):
+            metrics["sort_methods"] = st["sort_methods"][case.case_id]
         if storage == "foreign" and q in SCAN_QUERIES:
             metrics.update(scan_metrics(st["sizes"][SCAN_QUERIES[q]], seconds, scan_cores(layout, workers,
                                                                                           shape.partitions)))
@@ -262,6 +272,18 @@ def start_servers(env: StudyEnv, shape: Shape) -> tuple[Cluster, list[Cluster]]:
         c.create_database(DB)
     env.log(f"{1 + len(workers)} server(s) up in {time.monotonic() - t0:.1f} s")
     return main, workers
+
+
+def side_connection(env: StudyEnv, case: Case) -> psycopg.Connection:
+    """The kept connection of the case's (layout, storage), made again if it was lost."""
+    st, key = env.state, (case["layout"], case["storage"])
+    conn = st["conns"].get(key)
+    if conn is None or conn.closed:
+        try:
+            conn = st["conns"][key] = connect(st["main"], *key, st["shape"].timeout)
+        except psycopg.Error as e:
+            raise CaseError(f"cannot connect: {str(e).strip()}") from None
+    return conn
 
 
 def connect(cluster: Cluster, layout: str, storage: str, timeout: int) -> psycopg.Connection:

@@ -20,7 +20,7 @@ from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools.spawn import process_figures as spawn_figures, process_metrics
-from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE
+from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, knob_families
 
 INTERFACES = ("libpq", "odbc", "jdbc", "psycopg")
 SEED_IFNAME = {"libpq": "libpq", "odbc": "ODBC", "jdbc": "JDBC", "psycopg": "psycopg"}
@@ -261,4 +261,5 @@ VOCABULARY = Vocabulary(
     name="interfaces", title="client interfaces and fetch methods (libpq, ODBC, JDBC, psycopg) by transport and strategy",
     seeds=("003",), required_tools=("initdb", "postgres", "psql"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
-    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC)
+    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
+    knob_families=knob_families())

@@ -41,6 +41,7 @@ from ...evidence import Watched
 from ...matrix import Case, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
+from ...servers import guc
 from ...servers.cluster import Cluster
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools.psql_copy import CopyFailed, Reference, copy_reference
@@ -198,7 +199,7 @@ class Interfaces(Declared):
             run = run_native_client(iface, st["conninfo"][(case["transport"], case["latency"])], st["queries"][query],
                                     mode=mode, keep=strategy == "once", iterations=iterations,
                                     print_rows=printfrac == "p-all", dest=out, timeout=p["timeout"],
-                                    jvm_options=st["jvm_options"], env=_client_env(st["servers"], case["transport"]))
+                                    jvm_options=st["jvm_options"], env=_client_env(st["servers"], case["transport"], guc.session(env, case)))
             if dest == "file":
                 written = os.path.getsize(out)
         finally:
@@ -248,7 +249,8 @@ def sqlstrats(options: StudyOptions) -> tuple[str, ...]:
     return spec.user_sqlstrats(chosen, given)
 
 
-def _client_env(servers: dict[str, Cluster | None], transport: str) -> dict[str, str]:
+def _client_env(servers: dict[str, Cluster | None], transport: str,
+                settings: dict[str, str] | None = None) -> dict[str, str]:
     """A client's environment (session_env) with PGPASSFILE naming the password file of the server
     the transport reaches: the password never goes on the command line."""
-    return servers[REMOTE_ROLE if transport == "remote" else LOCAL_ROLE].client_env(session_env())
+    return servers[REMOTE_ROLE if transport == "remote" else LOCAL_ROLE].client_env(session_env(settings))

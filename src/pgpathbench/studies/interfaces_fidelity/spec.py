@@ -15,7 +15,7 @@ from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...stats import Summary
-from ..base import Vocabulary, PG, EVIDENCE
+from ..base import Vocabulary, PG, EVIDENCE, knob_families
 from ..interfaces.spec import CLIENT, DEFAULT_JVM_OPTIONS, LOCAL_ROLE, PROCESS, parse_jvm_options, parse_positive, \
     parse_rows
 
@@ -96,4 +96,5 @@ VOCABULARY = Vocabulary(
     name="interfaces-fidelity", title="the native clients against psql COPY and pgbench: are the clients the bottleneck?",
     seeds=("003",), required_tools=("initdb", "postgres", "psql", "pgbench"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
-    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC)
+    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
+    knob_families=knob_families())

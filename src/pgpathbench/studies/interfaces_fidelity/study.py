@@ -27,6 +27,7 @@ from ...errors import CaseError, UserError
 from ...matrix import Case, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
+from ...servers import guc
 from ...servers.paths import NetworkPath
 from ...tools.psql_copy import copy_reference
 from ...tools.spawn import spawn_measured
@@ -61,7 +62,7 @@ class InterfacesFidelity(Declared):
         tcp = env.servers.path(spec.network_path("tcp", env.major), server)
         conninfo = {"unix": server.conninfo(DB, "unix"), "tcp": tcp.conninfo(server.conninfo(DB, "tcp"))}
         reference = copy_reference(env.bins.path("psql"), conninfo["unix"], QUERIES["sql10m"], p["timeout"])
-        env.state.update(conninfo=conninfo, script=str(script), reference=reference,
+        env.state.update(conninfo=conninfo, script=str(script), reference=reference, server=server,
                          client_env=server.client_env(session_env()),   # PGPASSFILE: no password on a command line
                          jvm_options=shlex.split(p["jvm_options"]))
         tools = {tool: _version(env, tool) for tool in ("psql", "pgbench")}
@@ -72,6 +73,10 @@ class InterfacesFidelity(Declared):
                     "-o /dev/null",
             "loop": f"pgbench -n -c 1 -t N -f '{QUERIES['sql001']};' vs client -m normal -k 1 -n N -p 0",
         })
+
+    def before_measure(self, env: StudyEnv, case: Case) -> None:
+        """The case's --set session settings in the clients' and the reference tools' PGOPTIONS."""
+        env.state["client_env"] = env.state["server"].client_env(session_env(guc.session(env, case)))
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         p, st = env.options.params, env.state

@@ -12,7 +12,7 @@ import re
 from ... import validate
 from ...matrix import Dimension, Preset
 from ...metrics import Metric, catalogue
-from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE
+from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, knob_families
 from ...servers.paths import DIRECT
 
 NA = "-"   # the value of a dimension the case's test does not have
@@ -129,4 +129,5 @@ VOCABULARY = Vocabulary(
     name="remote-sampling", title="sampling directly vs through postgres_fdw, and ANALYZE with analyze_sampling",
     seeds=("004",), required_tools=("initdb", "postgres"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
-    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric="duration_ms")
+    default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric="duration_ms",
+    knob_families=knob_families())

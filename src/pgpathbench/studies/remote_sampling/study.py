@@ -33,7 +33,7 @@ from psycopg import sql
 from ...errors import CaseError, UserError
 from ...evidence import Watched, flush_statistics
 from ...matrix import Case, cross
-from ...servers import fdw
+from ...servers import fdw, guc
 from ...servers.cluster import SUPERUSER
 from ...servers.paths import DIRECT, NetworkPath
 from ...report import Plot, Table
@@ -123,12 +123,14 @@ class RemoteSampling(Declared):
 
     # -- one measurement --------------------------------------------------------------------
     def before_measure(self, env: StudyEnv, case: Case) -> None:
+        # The case's --set session settings on the kept connection it runs on (SET).
+        guc.set_session(_connection(env, *self._where(env, case, _through_fdw(case))), env, case)
         if case["test"] == "analyze" and case["analyze_sampling"] != "local":
             _source(env).execute("SELECT pg_stat_statements_reset()")   # ANALYZE's remote SQL is read back
 
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
         """The server the query or ANALYZE runs on, and the source behind its foreign table."""
-        through_fdw = case["access"] == "fdw" if case["test"] == "sampling" else case["analyze_sampling"] != "local"
+        through_fdw = _through_fdw(case)
         source = env.state["source"].watched("source", SOURCE_DB)
         if not through_fdw:
             return [source]
@@ -314,6 +316,11 @@ def _truth(env: StudyEnv, table: str) -> dict:
         env.state["truth"][table] = {"rows": n, "nd_a": nd_a, "null_c": float(null_c), "freq_c": freq,
                                      "b_sorted": array("d", b)}
     return env.state["truth"][table]
+
+
+def _through_fdw(case: Case) -> bool:
+    """Whether the case's query or ANALYZE runs on the external server, through a foreign table."""
+    return case["access"] == "fdw" if case["test"] == "sampling" else case["analyze_sampling"] != "local"
 
 
 def _source(env: StudyEnv) -> psycopg.Connection:

@@ -1,0 +1,227 @@
+"""`--set NAME=V1,V2` on every study: a server setting (a GUC) as a knob dimension `set.NAME`.
+
+Checked before anything is written (check()): the name against `postgres --describe-config`
+of the binaries at hand (every GUC of the major, with its context and type: no server needed),
+its context (what --set can vary without a restart), and each value's form for booleans and
+numbers. The server itself has the last word, in prepare (verify()): the name in its
+pg_settings, each value accepted (set_config in a transaction rolled back, or ALTER SYSTEM SET
+then RESET) - a refusal is a UserError naming the option, the run failed with nothing measured.
+
+Applied per case, by context:
+- user, superuser (SESSION): in the case's own sessions: PGOPTIONS `-c NAME=VALUE` for the
+  programs a study runs (pgbench, the native clients, psql: session_env()), SET (set_config)
+  on the in-process connections a study keeps (set_session()).
+- sighup (RELOAD): ALTER SYSTEM SET on every managed server of the major, pg_reload_conf(),
+  and a wait until new sessions see it (apply_reload(), before each measurement that differs).
+- postmaster (a restart), backend contexts (fixed at connection start) and internal ones are
+  refused, one line naming the setting and its context.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import psycopg
+from psycopg import sql
+
+from ..errors import UserError
+from ..matrix import NOT_APPLICABLE, Case, KnobFamily
+
+SESSION = ("user", "superuser")
+RELOAD = ("sighup",)
+REFUSED = {
+    "postmaster": "it needs a server restart, which --set does not do",
+    "backend": "it is fixed when a session starts",
+    "superuser-backend": "it is fixed when a session starts",
+    "internal": "it cannot be changed",
+}
+HOW = {"user": "per session: PGOPTIONS -c for the programs run, SET on kept connections",
+       "superuser": "per session (as superuser): PGOPTIONS -c for the programs run, SET on kept connections",
+       "sighup": "ALTER SYSTEM SET and pg_reload_conf() on every managed server, before each measurement"}
+_NAME = re.compile(r"[a-z_][a-z0-9_.]*")
+_VALUE = re.compile(r"[A-Za-z0-9_.+:/-]+")
+_BOOL = {"on", "off", "true", "false", "yes", "no", "1", "0"}
+_INTEGER = re.compile(r"[+-]?\d+\s*[A-Za-z]*")
+_REAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*[A-Za-z]*")
+
+
+def _value(v: str) -> str:
+    if not _VALUE.fullmatch(v):
+        raise ValueError(f"'{v}' is not a setting value --set takes: letters, digits and . + - : / _ only")
+    return v
+
+
+def _any_name(name: str) -> Callable[[str], str]:
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"'{name}' is not a setting name (letters, digits, '_' and '.'); see SHOW ALL")
+    return _value
+
+
+FAMILY = KnobFamily("set", "--set", "a server setting as a knob dimension: NAME=V1,V2 (sessions get it by "
+                    "PGOPTIONS or SET; sighup settings by ALTER SYSTEM and a reload)", {},
+                    any_name=_any_name, example="work_mem")
+
+
+@dataclass(frozen=True)
+class Guc:
+    name: str
+    context: str
+    vartype: str          # BOOLEAN, INTEGER, REAL, ENUM, STRING
+
+
+@functools.lru_cache(maxsize=8)
+def describe(postgres: str) -> dict[str, Guc]:
+    """Every setting of these binaries (`postgres --describe-config`: name, context, group, type...)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    out = subprocess.run([postgres, "--describe-config"], capture_output=True, text=True, env=env, timeout=30)
+    gucs = {}
+    for line in out.stdout.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 4:
+            gucs[fields[0].lower()] = Guc(fields[0].lower(), fields[1], fields[3])
+    return gucs
+
+
+def chosen(options) -> dict[str, tuple[str, ...]]:
+    """The run's --set settings: {NAME: values}."""
+    return {FAMILY.knob_name(d): v for d, v in options.dims.items() if FAMILY.owns(d)}
+
+
+def refusal(name: str, context: str) -> str | None:
+    why = REFUSED.get(context)
+    if why is None:
+        return None
+    return (f"--set {name}: a {context} setting ({why}); leave it out: --set varies settings of contexts "
+            "user, superuser and sighup only")
+
+
+def check(options, bins) -> None:
+    """Names, contexts and value forms against the binaries at hand (no server, nothing written).
+    A name those binaries do not know is refused when their major is one the run uses; dotted
+    names (an extension's settings) and other majors' are left to verify()."""
+    settings = chosen(options)
+    if not settings:
+        return
+    major = str(bins.major)
+    gucs = describe(str(bins.path("postgres")))
+    for name, values in settings.items():
+        guc = gucs.get(name)
+        if guc is None:
+            if "." not in name and major in options.dims.get("pg", (major,)):
+                # --describe-config leaves out internal settings and those of connection start-up.
+                raise UserError(f"--set: unknown setting '{name}' for PostgreSQL {major}; see SHOW ALL "
+                                "(--set takes settings of contexts user, superuser and sighup)")
+            continue
+        message = refusal(name, guc.context)
+        if message:
+            raise UserError(message)
+        for v in values:
+            _check_form(guc, v)
+
+
+def _check_form(guc: Guc, v: str) -> None:
+    ok = {"BOOLEAN": lambda: v.lower() in _BOOL, "INTEGER": lambda: bool(_INTEGER.fullmatch(v)),
+          "REAL": lambda: bool(_REAL.fullmatch(v))}.get(guc.vartype, lambda: True)()
+    if not ok:
+        kind = {"BOOLEAN": "on or off", "INTEGER": "a whole number, with a unit if it has one (64kB)",
+                "REAL": "a number"}[guc.vartype]
+        raise UserError(f"--set {guc.name}: '{v}' is not {kind}; give values the server takes (SHOW {guc.name})")
+
+
+def _ident(name: str) -> sql.Composable:
+    return sql.SQL(".").join(sql.Identifier(part) for part in name.split("."))
+
+
+def verify(conn: psycopg.Connection, options, major: str) -> dict:
+    """Every --set setting and value checked by a server of the major (autocommit connection, as
+    superuser); the facts for the fingerprint: {NAME: {context, applied, values}}."""
+    facts = {}
+    for name, values in chosen(options).items():
+        row = conn.execute("SELECT context FROM pg_settings WHERE name = %s", (name,)).fetchone()
+        if row is None:
+            raise UserError(f"--set: unknown setting '{name}' for PostgreSQL {major}; see SHOW ALL")
+        message = refusal(name, row[0])
+        if message:
+            raise UserError(message)
+        for v in values:
+            try:
+                if row[0] in SESSION:
+                    with conn.transaction(force_rollback=True):
+                        conn.execute("SELECT set_config(%s, %s, true)", (name, v))
+                else:
+                    conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(_ident(name), sql.Literal(v)))
+                    conn.execute(sql.SQL("ALTER SYSTEM RESET {}").format(_ident(name)))
+            except psycopg.Error as e:
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise UserError(f"--set {name}: PostgreSQL {major} refuses '{v}': {first}; give values "
+                                f"it accepts (SHOW {name})") from None
+        facts[name] = {"context": row[0], "applied": HOW[row[0]], "values": list(values)}
+    return facts
+
+
+def contexts(env) -> dict[str, str]:
+    """NAME -> context of the run's settings, as verify() found them for this major."""
+    return {n: f["context"] for n, f in env.state.get("server_settings", {}).items()}
+
+
+def session(env, case: Case) -> dict[str, str]:
+    """The case's session-level settings, {NAME: VALUE}."""
+    ctx = contexts(env)
+    return {n: v for n, v in case.knobs(FAMILY).items() if ctx.get(n) in SESSION}
+
+
+def pgoptions(settings: Mapping[str, str]) -> str:
+    """`-c NAME=VALUE ...` for PGOPTIONS (values have no space or backslash: see _value)."""
+    return " ".join(f"-c {n}={v}" for n, v in settings.items())
+
+
+def set_session(conn: psycopg.Connection, env, case: Case) -> None:
+    """The case's session-level settings in force on a kept connection (SET, by set_config)."""
+    for name, value in session(env, case).items():
+        conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+
+
+def apply_reload(env, case: Case) -> None:
+    """The case's sighup settings on every managed server of the major, when they differ from
+    those in force: ALTER SYSTEM SET, pg_reload_conf(), and new sessions see them."""
+    ctx = contexts(env)
+    wanted = {n: v for n, v in case.knobs(FAMILY).items() if ctx.get(n) in RELOAD and v != NOT_APPLICABLE}
+    if not wanted or env.state.get("reloaded") == wanted:
+        return
+    for cluster in env.servers.clusters():
+        with cluster.connect() as conn:
+            for n, v in wanted.items():
+                conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(_ident(n), sql.Literal(v)))
+            since = conn.execute("SELECT now()").fetchone()[0]
+            conn.execute("SELECT pg_reload_conf()")
+        _wait_reloaded(cluster, since)
+    env.state["reloaded"] = wanted
+
+
+def _wait_reloaded(cluster, since, timeout_s: float = 10.0) -> None:
+    """Until a new session of the server has read the configuration again (pg_conf_load_time)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with cluster.connect() as conn:
+            if conn.execute("SELECT pg_conf_load_time() >= %s", (since,)).fetchone()[0]:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{cluster.name}: the configuration was not reloaded within {timeout_s:.0f} s")
+
+
+def prepare(env) -> dict:
+    """verify() on a managed server of the major, kept in env.state; the Setup facts."""
+    if not chosen(env.options):
+        return {}
+    clusters = env.servers.clusters()
+    if not clusters:
+        return {}
+    with clusters[0].connect() as conn:
+        env.state["server_settings"] = verify(conn, env.options, env.major)
+    return {"server_settings": env.state["server_settings"]}
