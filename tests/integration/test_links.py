@@ -56,8 +56,9 @@ def test_ro_tps_through_2ms_link_far_below_direct(linked_run):
     tps = {}
     for m in rep["measurements"]:
         tps.setdefault(m["case_id"], []).append(m["metrics"]["tps"])
-    assert set(tps) == {"ro:local:1:0ms:15", "ro:fdw_external:1:0ms:15", "ro:fdw_external:1:2ms:15"}
-    assert max(tps["ro:fdw_external:1:2ms:15"]) * 5 < min(tps["ro:fdw_external:1:0ms:15"])
+    assert set(tps) == {"ro:local:1:0ms:15:simple", "ro:fdw_external:1:0ms:15:simple",
+                        "ro:fdw_external:1:2ms:15:simple"}
+    assert max(tps["ro:fdw_external:1:2ms:15:simple"]) * 5 < min(tps["ro:fdw_external:1:0ms:15:simple"])
     out = res.stdout
     assert "RO.FDW_external@2ms" in out and "2ms link, " in out
     assert "Cost of a round trip" in out
