@@ -23,6 +23,9 @@ SETTLE_TIMEOUT_S = 2.0     # how long the case's backends get to exit (and repor
 SETTLE_POLL_S = 0.005
 EXIT_TIMEOUT_S = 0.5       # how long our before-snapshot backend gets to exit
 STATEMENT_TIMEOUT = "5s"   # a hung server must not hang the measurement
+# Wait-event samples: 10 a second; at 20 the sampler's queries cost a local select-only pgbench about
+# 3% of its TPS on 2 cores (bench/evidence_overhead.py).
+SAMPLE_INTERVAL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,7 @@ def _server_data(before: _Snapshot, after: _Snapshot, sampler: Sampler) -> dict:
 
 
 @contextlib.contextmanager
-def collected(watched: Sequence[Watched], sample_interval_s: float = 0.05) -> Iterator[Evidence]:
+def collected(watched: Sequence[Watched], sample_interval_s: float = SAMPLE_INTERVAL_S) -> Iterator[Evidence]:
     """Before-snapshots, a wait-event sampler thread per server, yield, stop the samplers, let the
     case's backends finish (up to 2 s), after-snapshots; evidence.data is filled on exit.
 

@@ -106,7 +106,7 @@ def time_table(result: StudyResult) -> Table | None:
                                           "server backends' wait events (sampled)"], rows,
                  [explains(cases, names), "Medians over rounds. CPU from the kernel: the client's (wait4) and each server's process group "
                   "(/proc), over the measurement's wall time. Wait events: the case's client backends in pg_stat_activity, sampled "
-                  "every 50 ms; CPU = active without a wait event, Client = waiting for its client."],
+                  "every 100 ms; CPU = active without a wait event, Client = waiting for its client."],
                  detail=(len(names) + 3,))
 
 
@@ -216,7 +216,7 @@ def waits_plot(result: StudyResult) -> Plot | None:
         for kind, share in wait_shares(c, r).items():
             series.setdefault(kind, []).append(Point(f"{c.case_id} · {r}", share))
     return Plot("Where the time goes: server backends' wait events", "Case · server", "Share of samples",
-                "stacked", series, notes=["pg_stat_activity of the case's client backends, sampled every 50 ms over "
+                "stacked", series, notes=["pg_stat_activity of the case's client backends, sampled every 100 ms over "
                                           "every round: CPU = active without a wait event, Client = waiting for its "
                                           "client (a round trip, or the client's own work)."])
 
