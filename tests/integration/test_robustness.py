@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -133,11 +134,14 @@ def test_sigkill_of_a_linked_run_then_resume_without_clean(ws, kill_point):
 
 def test_a_server_killed_mid_measurement_stops_the_run_and_resume_fills_the_hole(ws):
     proc = spawn_pgpathbench(*SMALL[:-4], "--repeat", "3", "--duration", "2", workspace=ws)
+    # The run's id from its first line, and the server's pid, before the measurement to interrupt
+    # begins: asking `runs` then takes a second or more on a busy machine, which let that
+    # measurement end before the kill (the death was then found between rounds, no measurement failed).
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{4})", "".join(read_until(proc, measured(1)))).group(1)
+    pid = int((ws / "servers" / run_id / "pg15_source" / "data" / "postmaster.pid").read_text().split()[0])
     read_until(proc, measured(3))   # round 2's first: its second follows at once, no probe between
-    run_id = runs(ws)[-1]["run_id"]
-    pid_file = ws / "servers" / run_id / "pg15_source" / "data" / "postmaster.pid"
     time.sleep(0.5)   # into that measurement (2 s of pgbench)
-    os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err[-3000:]
     said = [line for line in err.splitlines() if line.startswith("pgpathbench:")]
