@@ -26,6 +26,19 @@ def workspace_root():
     shutil.rmtree(root, ignore_errors=True)
 
 
+def started_cluster(name: str, root: Path, settings: dict | None = None):
+    """A managed PostgreSQL 15 a test module uses on its own (yield it from a fixture), removed after."""
+    from pgpathbench.procs import OsUser
+    from pgpathbench.servers.binaries import resolve
+    from pgpathbench.servers.cluster import Cluster
+    c = Cluster(name, root / name, resolve(15), OsUser.for_servers(), settings or {})
+    c.start()
+    try:
+        yield c
+    finally:
+        c.remove()
+
+
 def pgpathbench(*args: str, workspace: Path | None = None, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "200"}
     if workspace is not None:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pgpathbench.procs import OsUser, pid_alive
-from pgpathbench.servers.binaries import resolve
-from pgpathbench.servers.cluster import Cluster
+from conftest import started_cluster
+
+from pgpathbench.procs import pid_alive
 from pgpathbench.servers.netns import create_netns_link, remove_netns_links
 from pgpathbench.servers.network import (ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt,
                                          parse_bandwidth, parse_latency)
@@ -35,10 +35,7 @@ def toxiproxy_binary():
 
 @pytest.fixture(scope="module")
 def server(workspace_root):
-    c = Cluster("net-target", workspace_root / "net-target", resolve(15), OsUser.for_servers())
-    c.start()
-    yield c
-    c.remove()
+    yield from started_cluster("net-target", workspace_root)
 
 
 def toxiproxy_processes(api_port: int) -> list[str]:

@@ -18,11 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, pgpathbench, spawn_pgpathbench
+from conftest import REPO, pgpathbench, spawn_pgpathbench, started_cluster
 from pgpathbench.clients import CLIENTS, session_env
-from pgpathbench.procs import OsUser
-from pgpathbench.servers.binaries import resolve
-from pgpathbench.servers.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 
@@ -38,10 +35,7 @@ def built():
 
 @pytest.fixture(scope="module")
 def server(workspace_root):
-    c = Cluster("secrets", workspace_root / "secrets", resolve(15), OsUser.for_servers())
-    c.start()
-    yield c
-    c.remove()
+    yield from started_cluster("secrets", workspace_root)
 
 
 def _connect(client: str, conninfo: str, env: dict[str, str]) -> subprocess.CompletedProcess:
