@@ -1,10 +1,16 @@
-"""`pgpathbench clean`: stop and remove every managed server of the workspace."""
+"""`pgpathbench clean`: stop and remove every managed server of the workspace, and drop what runs
+left on user servers (the ledger's databases, reached by their recorded DSN: the password from
+PGPASSWORD or ~/.pgpass)."""
 
 from __future__ import annotations
 
 import shutil
 
+import psycopg
+
 from .servers.cluster import postmaster_pid, stop_pid
+from .servers.ledger import Ledger
+from .servers.user import parse_server
 from .servers.netns import remove_netns_links
 from .servers.topology import NETNS_STATE, PROXY_PID_FILE, stop_recorded_proxy
 from .store import keeper_pid, stop_keeper
@@ -30,6 +36,7 @@ def clean(ws: Workspace, remove_results: bool = False) -> list[str]:
     for pid_file in sorted(ws.servers_dir.glob(f"*/{PROXY_PID_FILE}")):
         said += filter(None, [stop_recorded_proxy(pid_file)])
     said += remove_netns_links(ws.root / NETNS_STATE)
+    said += clean_user_servers(Ledger(ws.root))
     if ws.servers_dir.exists():
         for run_dir in sorted(ws.servers_dir.iterdir()):
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -38,3 +45,18 @@ def clean(ws: Workspace, remove_results: bool = False) -> list[str]:
         shutil.rmtree(ws.results_dir, ignore_errors=True)
         said.append(f"removed the results cluster {ws.results_dir}")
     return said or ["nothing to clean"]
+
+
+def clean_user_servers(ledger: Ledger) -> list[str]:
+    """Drop every database the ledger holds, server by server; an unreachable one is said, and kept."""
+    said = []
+    for dsn in sorted({e["dsn"] for e in ledger.entries()}):
+        role = next(e["role"] for e in ledger.entries() if e["dsn"] == dsn)
+        server = parse_server(f"{role}={dsn}")
+        for run_id in sorted({e["run_id"] for e in ledger.entries() if e["dsn"] == dsn}):
+            try:
+                said += ledger.drop(run_id, None, server.connect, dsn)
+            except psycopg.Error as e:
+                said.append(f"could not reach {dsn} to drop run {run_id}'s databases ({' '.join(str(e).split())}); "
+                            "give its password by PGPASSWORD or ~/.pgpass and run clean again")
+    return said

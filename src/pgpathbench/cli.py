@@ -9,6 +9,7 @@ cleaning up. Anything else is a bug with a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import signal
 import sys
@@ -22,6 +23,7 @@ from .cli_parser import FORMATS, build_parser, study_options  # noqa: F401 (FORM
 from .errors import Interrupted, RunFailed, UserError
 from .files import write_atomically
 from .report import present, render
+from .servers import user, user_checks
 from .studies import STUDIES, get as get_study
 
 
@@ -50,16 +52,21 @@ def cmd_run(args, out: Console, err: Console) -> int:
         raise UserError("run: name a study; choose from " + ", ".join(STUDIES) + ", or give --resume RUN")
     if args.study is not None and args.resume is not None:
         raise UserError("--resume: takes no study; the run's own options are reused")
-    options = None
+    options, dsns = None, {}
     if args.study is not None:
         study = get_study(args.study)
         options = study_options(study, args)
+        dsns = user.parse_fdw_hosts(args.fdw_hosts, user.parse_servers(args.servers, study.roles))
+        if dsns:
+            options = dataclasses.replace(options, params={**options.params, **user.stored(dsns)})
     ws, bins = _context(args)
     if options is not None:
         bins.require(*get_study(options.study).required_tools)
         get_study(options.study).check(options, bins)   # before anything is written (a user's scripts)
+        user_checks.preflight(get_study(options.study), options, dsns, bins)   # the user's servers: read only
     with _store(args, ws, bins) as store:
-        runner = Runner(store, ws, bins, ProgressReporter(err), keep_servers=getattr(args, "keep_servers", False))
+        runner = Runner(store, ws, bins, ProgressReporter(err), keep_servers=getattr(args, "keep_servers", False),
+                        user_dsns=dsns)
         if options is not None:
             run_id = runner.start(options, args.seed)
         else:
@@ -167,7 +174,7 @@ def _print_comparison(run_a, run_b, differences, fmt: str, target: Path | None, 
 def cmd_doctor(args, out: Console, err: Console) -> int:
     from .doctor import checks
     rows, ok = checks(_opt(args, "workspace"), _opt(args, "server_user"), _opt(args, "pg_bindir"),
-                      _opt(args, "results_dsn"))
+                      _opt(args, "results_dsn"), user.parse_servers(args.servers, None))
     present.print_doctor(rows, out)
     return 0 if ok else 1
 

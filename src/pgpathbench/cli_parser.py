@@ -116,6 +116,14 @@ def _run_parser(sub) -> None:
                         help=f"rounds, 1 to {validate.MAX_ROUNDS} (default: the preset's)")
         sp.add_argument("--seed", type=_checked(validate.seed), help="seed of the shuffled order of each round")
         sp.add_argument("--keep-servers", action="store_true", help="keep the servers' data after the run")
+        user_roles = [r.name for r in study.roles.values() if r.needs is not None]
+        sp.add_argument("--server", dest="servers", action="append", metavar="ROLE=DSN",
+                        help="an existing server in ROLE (a libpq conninfo or URI; password from it, PGPASSWORD or "
+                             "~/.pgpass): pgpathbench works there only in databases of its own, dropped after the "
+                             "run (repeatable; roles: " + (", ".join(user_roles) or "none in this version") + ")")
+        sp.add_argument("--fdw-host", dest="fdw_hosts", action="append", metavar="ROLE=HOST[:PORT]",
+                        help="where postgres_fdw on another server reaches the user's server in ROLE, when not "
+                             "at the DSN's address (repeatable)")
         for dim in study.dimensions.values():
             sp.add_argument(f"--{dim.name.replace('_', '-')}", dest=dim.name, metavar="A,B", help=f"{dim.help}" +
                             (f" (from {','.join(dim.values)})" if dim.values else "") +
@@ -179,6 +187,9 @@ def build_parser() -> Parser:
 
     d = sub.add_parser("doctor", help="say what is installed and what is missing")
     _common(d)
+    d.add_argument("--server", dest="servers", action="append", metavar="ROLE=DSN",
+                   help="check an existing server for a run's --server ROLE=DSN: reachable, version, privileges, "
+                        "extensions, round trip from here (repeatable)")
 
     c = sub.add_parser("clean", help="stop and remove every managed server and its data")
     _common(c)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+from typing import Mapping
 import psycopg
 
 from .errors import UserError
-from .servers import binaries
+from .servers import binaries, user_checks
+from .servers.user import UserDsn
 from .servers.cluster import postmaster_pid
 from .servers.network import available_link_kinds
 from .workspace import Workspace
@@ -16,7 +18,7 @@ OK, MISSING, NOTE = "ok", "MISSING", "note"
 
 
 def checks(workspace: str | None, server_user: str | None, pg_bindir: str | None,
-           results_dsn: str | None) -> tuple[list[list[str]], bool]:
+           results_dsn: str | None, user_dsns: Mapping[str, UserDsn] | None = None) -> tuple[list[list[str]], bool]:
     rows: list[list[str]] = []
 
     def add(name: str, good: bool, detail: str, required: bool = True) -> None:
@@ -60,4 +62,6 @@ def checks(workspace: str | None, server_user: str | None, pg_bindir: str | None
             add("--results-dsn", False, str(e).strip().splitlines()[-1])
     for kind, status in available_link_kinds().items():
         add(f"link: {kind}", status.startswith("ok"), status, required=False)
+    for name, good, detail, required in user_checks.doctor_rows(user_dsns or {}):
+        add(name, good, detail, required)
     return rows, all(r[1] != MISSING for r in rows)

@@ -31,9 +31,10 @@ from .procs import pid_alive
 from .progress import ProgressReporter, headline
 from .results.fingerprint import Fingerprint
 from .results.model import MODEL_VERSION
-from .servers import binaries, guc
+from .servers import binaries, guc, user, user_checks
 from .servers.binaries import PgBinaries
 from .servers.topology import Servers
+from .servers.user import UserDsn
 from .store import ResultsStore
 from .studies import get as get_study
 from .studies.base import StudyEnv, StudyOptions, evidence_on
@@ -130,15 +131,16 @@ def take_measurement(study, env: StudyEnv, case, taken: Taken) -> dict:
     finally:   # a failed measurement keeps what the servers did too
         taken.evidence = evidence.data if evidence is not None else {}
     taken.series = metrics.pop("series", [])
-    metrics.update(study.evidence_metrics(case, metrics, evidence.data))
+    metrics.update(study.evidence_metrics(env, case, metrics, evidence.data))
     return metrics
 
 
 class Runner:
     def __init__(self, store: ResultsStore, workspace: Workspace, bins: PgBinaries,
-                 progress: ProgressReporter, keep_servers: bool = False):
+                 progress: ProgressReporter, keep_servers: bool = False, user_dsns: dict[str, UserDsn] | None = None):
         self.store, self.workspace, self.bins = store, workspace, bins
         self.progress, self.keep_servers = progress, keep_servers
+        self.user_dsns = user_dsns or {}   # --server ROLE=DSN, passwords included (never stored)
 
     def binaries(self, options: StudyOptions) -> dict[str, PgBinaries]:
         """The binaries of every major the run asks for (--pg), fetched now if need be."""
@@ -171,6 +173,8 @@ class Runner:
         planned = len(get_study(options.study).cases(options)) * options.repeat
         if run["status"] == "finished" and not failed and stored >= planned:
             raise UserError(f"--resume: run {run['run_id']} is already complete; 'pgpathbench report {run['run_id']}'")
+        self.user_dsns = user.from_stored(options.params)   # their passwords: PGPASSWORD or ~/.pgpass now
+        user_checks.preflight(get_study(options.study), options, self.user_dsns, self.bins)
         self.progress.log(f"resuming run {run['run_id']} ({run['status']}): {options.study}"
                           + (f", measuring {failed} failed measurements again" if failed else ""))
         self._execute(run["run_id"], options, run["seed"])
@@ -188,7 +192,7 @@ class Runner:
         clock = _Clock()
         try:
             with signals_interrupt(), Servers(self.workspace, run_id, self.bins, self.keep_servers,
-                                                  log=self.progress.log) as servers:
+                                                  log=self.progress.log, user_dsns=self.user_dsns) as servers:
                 if todo:
                     envs = self._prepare(study, options, servers, run_id, session, fingerprint, clock)
                     self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo))

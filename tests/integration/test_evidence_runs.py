@@ -79,7 +79,7 @@ def counted_by_hand(workspace_root):
         for c in (source, external):
             c.start()
         source.create_database("source")
-        pgbench.initialize(bins.path("pgbench"), str(source.sockdir), source.port, SUPERUSER, "source", 1)
+        pgbench.initialize(bins.path("pgbench"), *source.client_args("source"), 1)
         source.execute("postgres", "CREATE EXTENSION pg_stat_statements")
         external.create_database("external")
         with external.connect("external") as conn:

@@ -22,7 +22,7 @@ def server(workspace_root):
     c = Cluster("pgbench-log", workspace_root / "pgbench-log", resolve(15), OsUser.for_servers())
     c.start()
     c.create_database("bench")
-    pgbench.initialize(c.bins.path("pgbench"), str(c.sockdir), c.port, SUPERUSER, "bench", 1)
+    pgbench.initialize(c.bins.path("pgbench"), *c.client_args("bench"), 1)
     yield c
     c.remove()
 

@@ -69,6 +69,8 @@ def print_studies(studies, fmt: str, out: Console) -> None:
             "metrics": {m.name: {"unit": m.unit, "better": m.better, "meaning": m.meaning}
                         for m in s.metrics.values()},
             "primary_metric": s.primary_metric,
+            "roles": {r.name: {"what": r.what, "user_server": r.needs is not None, "needs": list(r.needs or ()),
+                               "why_not": r.why_not or None} for r in s.roles.values()},
         } for s in studies]))
         return
     for s in studies:
@@ -79,6 +81,9 @@ def print_studies(studies, fmt: str, out: Console) -> None:
         rows += [[f"parameter {p.name}", "", str(p.default) if p.default is not None else "(preset)", p.help]
                  for p in s.parameters.values()]
         rows += [[f"preset {p.name}", "", f"{p.repeat} rounds", p.help] for p in s.presets.values()]
+        rows += [[f"role {r.name}", "--server" if r.needs is not None else "managed only", "managed",
+                  f"{r.what}; " + (f"a user server needs: {', '.join(r.needs)}" if r.needs is not None else r.why_not)]
+                 for r in s.roles.values()]
         rows += [[f"metric {m.name}" + (" (primary)" if m.name == s.primary_metric else ""), m.unit,
                   f"{m.better} is better" if m.better != "none" else "", m.meaning] for m in s.metrics.values()]
         render.to_terminal([Table(f"{s.name}: {s.title} (seeds {', '.join(s.seeds)})",

@@ -240,6 +240,28 @@ class Cluster:
             return ""
 
     # -- connecting -------------------------------------------------------------------------
+    # What a study asks of any server, managed or the user's (servers/user.py answers the same).
+    managed = True
+    user = SUPERUSER
+    self_host = "127.0.0.1"   # where the server reaches itself over TCP (its own stack's loopback)
+
+    def dbname(self, name: str) -> str:
+        """The database a study calls `name`: the same name here (a user server prefixes ours)."""
+        return name
+
+    def client_args(self, name: str) -> tuple[str, str, int, str]:
+        """dbname, host, port, user for a client program (-h -p -U): the private socket, trusted."""
+        return name, str(self.sockdir), self.port, SUPERUSER
+
+    @staticmethod
+    def reached_at(link) -> tuple[str, int]:
+        """Where postgres_fdw on another server reaches this one through `link`."""
+        return link.host, link.port
+
+    def fdw_target(self, name: str) -> tuple[dict[str, str], str, str | None]:
+        """How postgres_fdw reaches database `name` here: server options, user, password."""
+        return {"dbname": name}, SUPERUSER, self.password
+
     def conninfo(self, dbname: str = "postgres", transport: str = "unix") -> str:
         """Never with the password: over TCP, the client reads it from `passfile` (client_env)."""
         host = self.sockdir if transport == "unix" else self.tcp_host

@@ -291,11 +291,13 @@ def _toxic_text(toxics: list[dict]) -> str:
 
 
 # -- measuring ----------------------------------------------------------------------------------
-def measure_rtt(conninfo: str, n: int = 200, passfile: Path | None = None) -> dict:
+def measure_rtt(conninfo: str, n: int = 200, passfile: Path | None = None, password: str | None = None) -> dict:
     """Round-trip time of one connection: n timed `SELECT 1` (one network round trip each); passfile:
     libpq's password file holding the server's password (Cluster.passfile)."""
     times = []
     extra = {"passfile": str(passfile)} if passfile is not None else {}
+    if password is not None:   # in-process only, as a keyword: never in a conninfo shown anywhere
+        extra["password"] = password
     with psycopg.connect(conninfo, autocommit=True, **extra) as conn, conn.cursor() as cur:
         for i in range(n + 10):  # the first few warm up the connection and the plan cache
             t0 = time.perf_counter()

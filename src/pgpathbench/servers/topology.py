@@ -12,6 +12,8 @@ import shutil
 import time
 from pathlib import Path
 
+import psycopg
+
 from ..errors import UserError
 from ..procs import cmdline, pid_alive
 from ..workspace import Workspace
@@ -19,7 +21,9 @@ from .binaries import PgBinaries
 from .cluster import Cluster, postmaster_pid, stop_pid
 from .netns import create_netns, remove_netns_links
 from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt
+from .ledger import Ledger
 from .paths import NetworkPath
+from .user import UserDsn, UserServer
 
 PROBE_ROUND_TRIPS = 100
 PROXY_PID_FILE = "toxiproxy.pid"   # found by `clean` if a run was killed before it could stop the proxy
@@ -34,7 +38,7 @@ def require_proxy() -> None:
 
 class Servers:
     def __init__(self, workspace: Workspace, run_id: str, bins: PgBinaries, keep: bool = False,
-                 log=lambda message: None):
+                 log=lambda message: None, user_dsns: dict[str, UserDsn] | None = None):
         self.workspace = workspace
         self.root: Path = workspace.run_servers_dir(run_id)
         self.bins = bins
@@ -46,6 +50,17 @@ class Servers:
         self.log = log
         self.run_id = run_id
         self.netns_state = workspace.root / NETNS_STATE
+        self.user_dsns = user_dsns or {}          # role -> the user's server (--server ROLE=DSN)
+        self.user_servers: dict[str, UserServer] = {}
+        self.ledger = Ledger(workspace.root)
+
+    def user_server(self, role: str) -> UserServer | None:
+        """The user's server in `role`, if --server named one (the same for every major)."""
+        if role not in self.user_dsns:
+            return None
+        if role not in self.user_servers:
+            self.user_servers[role] = UserServer(self.user_dsns[role], self.run_id, self.root, self.ledger)
+        return self.user_servers[role]
 
     def scoped(self, major: int, bins: PgBinaries) -> "ServerScope":
         """The clusters and links of one PostgreSQL major: names prefixed pgN_, its binaries."""
@@ -111,7 +126,8 @@ class Servers:
                 for name, (_, conninfo, passfile) in self.links.items()]
 
     def fingerprint(self) -> dict:
-        return {name: c.fingerprint() for name, c in self.clusters.items() if c.running}
+        managed = {name: c.fingerprint() for name, c in self.clusters.items() if c.running}
+        return {**managed, **{f"user_{role}": u.fingerprint() for role, u in self.user_servers.items()}}
 
     def link_fingerprint(self) -> dict:
         return {name: link.describe() for name, (link, *_) in self.links.items()}
@@ -147,6 +163,8 @@ class Servers:
                 said.append(f"stopped server {data.parent.name} (pid {pid})")
         said += filter(None, [stop_recorded_proxy(self.root / PROXY_PID_FILE)])
         said += remove_netns_links(self.netns_state, owner=self.run_id)
+        for role, dsn in self.user_dsns.items():   # what this run made on the user's servers
+            said += self.ledger.drop(self.run_id, role, dsn.connect)
         if self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
             said.append(f"removed {self.root}")
@@ -157,11 +175,25 @@ class Servers:
             self._proxy.close()
             (self.root / PROXY_PID_FILE).unlink(missing_ok=True)
         try:
+            self._drop_user_objects()
             self._close_clusters()
         finally:   # after the servers inside them have stopped
             remove_netns_links(self.netns_state, owner=self.run_id)
             if not self.keep:
                 shutil.rmtree(self.root, ignore_errors=True)
+
+    def _drop_user_objects(self) -> None:
+        if self.keep:
+            for u in self.user_servers.values():
+                self.log(f"kept on the user's server {u.name}: databases {', '.join(u.created)} "
+                         "('pgpathbench clean' drops them)")
+            return
+        for u in self.user_servers.values():
+            try:
+                u.drop_databases()
+            except psycopg.Error as e:   # the servers of ours must still stop
+                self.log(f"could not drop our databases on the user's server {u.name} ({e}); "
+                         "'pgpathbench clean' drops them once it can connect")
 
     def _close_clusters(self) -> None:
         for c in reversed(list(self.clusters.values())):
@@ -201,6 +233,13 @@ class ServerScope:
     def cluster(self, name: str, settings: dict[str, str] | None = None, remote: bool = False,
                 bandwidth_kbit: int | None = None) -> Cluster:
         return self.servers.cluster(self.prefix + name, settings, remote, bandwidth_kbit, self.bins)
+
+    def server(self, role: str, settings: dict[str, str] | None = None, remote: bool = False,
+               bandwidth_kbit: int | None = None) -> "Cluster | UserServer":
+        """The role's server: the user's (--server ROLE=DSN), else a managed cluster named after it
+        (settings, remote and bandwidth are the managed one's)."""
+        user = self.servers.user_server(role)
+        return user if user is not None else self.cluster(role, settings, remote, bandwidth_kbit)
 
     def clusters(self) -> list[Cluster]:
         """The managed servers of this major started so far, in start order."""

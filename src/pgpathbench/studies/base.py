@@ -118,6 +118,20 @@ class Setup:
 
 
 @dataclass(frozen=True)
+class Role:
+    """A server a study uses, and whether it can be the user's own (`--server ROLE=DSN`)."""
+    name: str
+    what: str                                 # what the study keeps and does there
+    needs: tuple[str, ...] | None = None      # a user server's requirements (servers/user_checks.py); None: it cannot
+    why_not: str = ""                         # when it cannot: why, and what would make it possible
+    reaches: tuple[str, ...] = ()             # roles whose server this one connects to (postgres_fdw)
+
+
+NOT_YET = ("not yet: this version measures user servers in fdw-overhead only (--server source=, external=); "
+           "it would need this study's data and objects made in a database of ours there")
+
+
+@dataclass(frozen=True)
 class Vocabulary:
     """What a study's spec.py declares, and everything the CLI, the runner and compare read of it."""
     name: str                                # "fdw-overhead"
@@ -132,6 +146,8 @@ class Vocabulary:
     primary_metric: str                      # the key of `metrics` compare and summaries use
     # Open-ended knob dimensions (matrix.KnobFamily), by prefix: `--fdw-option fetch_size=1,100`.
     knob_families: Mapping[str, KnobFamily] = field(default_factory=dict)
+    # The servers it uses, by role: which can be a user server (--server ROLE=DSN) and what it needs.
+    roles: Mapping[str, Role] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.primary_metric not in self.metrics:
@@ -165,7 +181,7 @@ class Declared:
         """The servers a case's measurement involves, whose activity is its evidence."""
         return []
 
-    def evidence_metrics(self, case: Case, metrics: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict:
+    def evidence_metrics(self, env: "StudyEnv", case: Case, metrics: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict:
         """Figures the study derives from a measurement's evidence (e.g. remote statements per
         transaction), stored as metrics beside the measured ones."""
         return {}
@@ -188,7 +204,7 @@ class Study(Protocol):
     def check(self, options: StudyOptions, bins: PgBinaries) -> None: ...
     def before_measure(self, env: StudyEnv, case: Case) -> None: ...
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]: ...
-    def evidence_metrics(self, case: Case, metrics: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict: ...
+    def evidence_metrics(self, env: "StudyEnv", case: Case, metrics: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict: ...
     def report(self, result: StudyResult) -> list[Table]: ...
     def plots(self, result: StudyResult) -> list[Plot]:
         """The charts of a run: medians with their 95% CI as error bars, labels with units."""

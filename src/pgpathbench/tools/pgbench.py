@@ -83,6 +83,7 @@ class TimedRun:
     protocol: str = "simple"   # -M: simple, extended or prepared
     scripts: tuple[tuple[str, int], ...] = ()   # -f FILE@WEIGHT: the user's scripts instead of a builtin
     pgoptions: str = ""        # PGOPTIONS of its sessions (`-c NAME=VALUE`: --set's session settings)
+    passfile: str | None = None   # PGPASSFILE: a user server's password, never on the command line
 
     @property
     def timeout_s(self) -> int:
@@ -131,10 +132,9 @@ def run(pgbench: Path | str, spec: TimedRun, log: bool = True) -> dict:
 
 def _spawn(pgbench: Path | str, spec: TimedRun, log_prefix: Path | None):
     """pgbench run to its end through the measured spawn; CaseError if it failed or hung."""
-    m = spawn_measured(spec.command(pgbench, log_prefix), timeout=spec.timeout_s,
-                       env={**os.environ, "PGAPPNAME": APPLICATION_NAME,
-                            **({"PGOPTIONS": f"{os.environ.get('PGOPTIONS', '')} {spec.pgoptions}".strip()}
-                               if spec.pgoptions else {})})
+    env = {**password_env(spec.passfile), "PGAPPNAME": APPLICATION_NAME,
+           **({"PGOPTIONS": f"{os.environ.get('PGOPTIONS', '')} {spec.pgoptions}".strip()} if spec.pgoptions else {})}
+    m = spawn_measured(spec.command(pgbench, log_prefix), timeout=spec.timeout_s, env=env)
     if m.timed_out:
         raise CaseError(f"pgbench did not finish within {spec.timeout_s} s")
     if m.returncode != 0:
@@ -182,10 +182,20 @@ def dry_parse(pgbench: Path | str, scripts: list[tuple[str, int]]) -> str | None
     return lines[0] if lines else f"pgbench exit {res.returncode}"
 
 
-def initialize(pgbench: Path | str, host: str, port: int, user: str, dbname: str, scale: int) -> None:
+def password_env(passfile: str | None) -> dict[str, str]:
+    """Our environment, with PGPASSFILE naming the password file when there is one (PGPASSWORD,
+    which libpq would prefer, dropped then)."""
+    if passfile is None:
+        return dict(os.environ)
+    return {**{k: v for k, v in os.environ.items() if k != "PGPASSWORD"}, "PGPASSFILE": passfile}
+
+
+def initialize(pgbench: Path | str, dbname: str, host: str, port: int, user: str, scale: int,
+               passfile: str | None = None) -> None:
     """pgbench -i: the four tables at `scale`, vacuumed, with primary keys (no foreign keys)."""
     res = subprocess.run([str(pgbench), "-i", "-q", "-s", str(scale), "--init-steps=dtGvp",
-                          "-h", host, "-p", str(port), "-U", user, dbname], capture_output=True, text=True)
+                          "-h", host, "-p", str(port), "-U", user, dbname], capture_output=True, text=True,
+                         env=password_env(passfile))
     if res.returncode != 0:
         raise RuntimeError(f"pgbench -i failed: {res.stderr.strip()}")
 

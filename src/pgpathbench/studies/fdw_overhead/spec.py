@@ -19,7 +19,7 @@ from ...metrics import catalogue
 from ...servers import fdw
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
-from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, knob_families
+from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, knob_families
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
 REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
@@ -155,4 +155,9 @@ VOCABULARY = Vocabulary(
     seeds=("000", "001"), required_tools=("initdb", "postgres", "pgbench"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
-    knob_families=knob_families(fdw.FAMILY))
+    knob_families=knob_families(fdw.FAMILY),
+    roles={"source": Role("source", "holds the pgbench tables (a database of ours); local and fdw_local run "
+                          "there", ("createdb",)),
+           "external": Role("external", "holds the foreign tables of the source (databases of ours) that "
+                            "fdw_external and fdw_external_ro read", ("createdb", "postgres_fdw"),
+                            reaches=("source",))})

@@ -50,13 +50,15 @@ from ...matrix import Case, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import fdw, guc
-from ...servers.cluster import SUPERUSER, Cluster
+from ...servers.cluster import Cluster
+from ...servers.user import UserServer
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
 from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested
 from . import report as study_report, spec
 from .spec import ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 
+Server = Cluster | UserServer   # a managed server or the user's (--server ROLE=DSN)
 SERVER = "source_server"    # the foreign server, in every database with foreign tables
 # pg_stat_statements on every server: what postgres_fdw sent to the source is evidence (evidence/).
 # Room for one measurement's statements: on 15 each DECLARE CURSOR keeps its constant (one entry
@@ -118,17 +120,19 @@ class FdwOverhead(Declared):
         p = env.options.params
         t0 = time.monotonic()
         # With links requested, the source is a remote role: on its own network stack when possible.
-        source = env.servers.cluster(SOURCE_ROLE, STATEMENTS, remote=links_requested(env.options),
-                                     bandwidth_kbit=p.get("bandwidth"))
+        source = env.servers.server(SOURCE_ROLE, STATEMENTS, remote=links_requested(env.options),
+                                    bandwidth_kbit=p.get("bandwidth"))
         needs_external = any(t in REMOTE_TARGETS for t in env.options.dims["target"])
-        external = env.servers.cluster("external", STATEMENTS) if needs_external else None
+        external = env.servers.server("external", STATEMENTS) if needs_external else None
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
 
         t0 = time.monotonic()
         source.create_database("source")
         for cluster in filter(None, (source, external)):
-            cluster.execute("postgres", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        pgbench.initialize(env.bins.path("pgbench"), str(source.sockdir), source.port, SUPERUSER, "source", p["scale"])
+            if cluster.managed:   # a user's server: only where its DBA made it available (template1)
+                cluster.execute("postgres", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        pgbench.initialize(env.bins.path("pgbench"), *source.client_args("source"), p["scale"],
+                           _passfile(source))
         env.log(f"pgbench data at scale {p['scale']} loaded in {time.monotonic() - t0:.1f} s")
         env.state["scripts"] = _script_files(p.get("script") or [])
         if p.get("init"):
@@ -137,7 +141,7 @@ class FdwOverhead(Declared):
             env.log(f"--init {p['init']['name']} run on the source in {time.monotonic() - t0:.1f} s")
 
         isolation = ISOLATIONS[p["isolation"]]
-        source.execute("source", f"ALTER DATABASE source SET default_transaction_isolation = '{isolation}'")
+        _set_isolation(source, "source", isolation)
         env.state["source"] = source
         env.state["targets"] = self._targets(env, source, external, isolation, imported=bool(p.get("init")))
         cases = [c for c in self.cases(env.options) if c["pg"] == env.major]
@@ -156,8 +160,8 @@ class FdwOverhead(Declared):
         return Setup(tools={"pgbench": pgbench.version(env.bins.path("pgbench"))}, facts=facts)
 
     @staticmethod
-    def _targets(env: StudyEnv, source: Cluster, external: Cluster | None, isolation: str,
-                 imported: bool) -> dict[tuple[str, str], tuple[Cluster, str]]:
+    def _targets(env: StudyEnv, source: Server, external: Server | None, isolation: str,
+                 imported: bool) -> dict[tuple[str, str], tuple[Server, str]]:
         """(target, latency) -> (cluster, database) pgbench connects to, foreign tables made."""
         bandwidth = env.options.params.get("bandwidth")
         targets = {("local", DIRECT): (source, "source")}
@@ -166,15 +170,15 @@ class FdwOverhead(Declared):
         for target in env.options.dims["target"]:
             if target == "fdw_local":
                 # Inside the source's own network stack: loopback, whatever stack that is.
-                _foreign_tables(source, "localfdw", "127.0.0.1", source.port, source, isolation, readonly=False,
-                                imported=imported)
+                _foreign_tables(source, "localfdw", (source.self_host, source.port), source, isolation,
+                                readonly=False, imported=imported)
                 targets[(target, DIRECT)] = (source, "localfdw")
             elif target in REMOTE_TARGETS:
                 base = {"fdw_external": "external", "fdw_external_ro": "external_ro"}[target]
                 for latency in env.options.dims["latency"]:
                     link = env.servers.path(NetworkPath(env.major, SOURCE_ROLE, latency), source, bandwidth)
                     db = base if latency == DIRECT else f"{base}_{latency}"
-                    _foreign_tables(external, db, link.host, link.port, source, isolation,
+                    _foreign_tables(external, db, source.reached_at(link), source, isolation,
                                     readonly=target == "fdw_external_ro", imported=imported)
                     targets[(target, latency)] = (external, db)
         return targets
@@ -185,7 +189,7 @@ class FdwOverhead(Declared):
         if case["workload"] == "rw":
             # What pgbench -n skips, done on the source itself: never through a foreign table.
             source.execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history")
-        if case["target"] != "local" and evidence_on(env.options):
+        if case["target"] != "local" and evidence_on(env.options) and source.managed:
             # The earlier measurements' entries out of the way: this one's must not be evicted.
             source.execute("postgres", "SELECT pg_stat_statements_reset()")
         knobs = case.knobs(fdw.FAMILY)
@@ -203,18 +207,18 @@ class FdwOverhead(Declared):
             return [source.watched(SOURCE_ROLE, *dict.fromkeys((db, "source")))]
         return [cluster.watched("external", db), source.watched(SOURCE_ROLE, "source")]
 
-    def evidence_metrics(self, case: Case, metrics: Mapping, evidence: Mapping) -> dict:
+    def evidence_metrics(self, env: StudyEnv, case: Case, metrics: Mapping, evidence: Mapping) -> dict:
         """What postgres_fdw sent to the source, per pgbench transaction (pg_stat_statements)."""
         if case["target"] == "local":
             return {}
-        return remote_metrics(evidence, SOURCE_ROLE, "source", metrics.get("transactions"))
+        return remote_metrics(evidence, SOURCE_ROLE, env.state["source"].dbname("source"), metrics.get("transactions"))
 
     @staticmethod
     def _run(env: StudyEnv, case: Case) -> pgbench.TimedRun:
         p = env.options.params
         cluster, db = env.state["targets"][(case["target"], case["latency"])]
         clients = int(case["clients"])
-        return pgbench.TimedRun(db, str(cluster.sockdir), cluster.port, SUPERUSER, clients=clients,
+        return pgbench.TimedRun(*cluster.client_args(db), clients=clients, passfile=_passfile(cluster),
                                 duration_s=int(p["duration"]), select_only=case["workload"] == "ro",
                                 max_tries=int(p["max_tries"]), threads=min(clients, os.cpu_count() or 1),
                                 protocol=case.get("protocol", "simple"), scripts=env.state["scripts"],
@@ -231,16 +235,29 @@ class FdwOverhead(Declared):
         return study_report.plots(result)
 
 
-def _foreign_tables(cluster: Cluster, db: str, host: str, port: int, source: Cluster, isolation: str,
-                    readonly: bool, imported: bool = False) -> None:
-    """Database `db` on `cluster` with the four pgbench tables as foreign tables of the source
-    (imported: every table of the source's public schema, those of --init too)."""
-    cluster.create_database(db)
-    with cluster.connect(db) as conn:
-        fdw.create_server(conn, SERVER, host, port, "source", SUPERUSER, source.password)
-        fdw.import_schema(conn, SERVER, "public", "public", None if imported else TABLES)
+def _passfile(server: Server) -> str | None:
+    """The password file a client program needs: none through a managed server's private socket."""
+    return None if server.managed else (str(server.passfile) if server.passfile else None)
+
+
+def _set_isolation(server: Server, db: str, isolation: str) -> None:
+    """ALTER DATABASE of ours (never of a user's: see servers/user.py)."""
+    with server.connect(db) as conn:
         conn.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_isolation = {}").format(
-            sql.Identifier(db), sql.Literal(isolation)))
+            sql.Identifier(server.dbname(db)), sql.Literal(isolation)))
+
+
+def _foreign_tables(cluster: Server, db: str, address: tuple[str, int], source: Server, isolation: str,
+                    readonly: bool, imported: bool = False) -> None:
+    """Database `db` on `cluster` with the four pgbench tables as foreign tables of the source at
+    `address` (imported: every table of the source's public schema, those of --init too)."""
+    cluster.create_database(db)
+    options, user, password = source.fdw_target("source")
+    with cluster.connect(db) as conn:
+        fdw.create_server(conn, SERVER, *address, options.pop("dbname"), user, password, options)
+        fdw.import_schema(conn, SERVER, "public", "public", None if imported else TABLES)
+    _set_isolation(cluster, db, isolation)
+    with cluster.connect(db) as conn:
         if readonly:  # seed 000, Snippet 2
             tables = [r[0] for r in conn.execute("SELECT foreign_table_name FROM information_schema.foreign_tables "
                                                  "WHERE foreign_table_schema = 'public' ORDER BY 1")]
@@ -262,14 +279,15 @@ def _script_files(given: list[dict]) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def _run_init(env: StudyEnv, source: Cluster, init: dict) -> None:
+def _run_init(env: StudyEnv, source: Server, init: dict) -> None:
     """--init's SQL on the source's database through psql (stopping at the first error)."""
     with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="pgpathbench-init-") as f:
         f.write(init["text"])
         f.flush()
+        dbname, host, port, user = source.client_args("source")
         res = subprocess.run([str(env.bins.path("psql")), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", f.name,
-                              "-h", str(source.sockdir), "-p", str(source.port), "-U", SUPERUSER, "source"],
-                             capture_output=True, text=True)
+                              "-h", host, "-p", str(port), "-U", user, dbname], capture_output=True, text=True,
+                             env=pgbench.password_env(_passfile(source)))
     if res.returncode != 0:
         lines = [line for line in res.stderr.splitlines() if line.strip()]
         raise RuntimeError(f"--init {init['name']} failed on the source: {lines[-1] if lines else res.returncode}")

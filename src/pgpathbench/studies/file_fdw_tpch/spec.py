@@ -11,7 +11,7 @@ from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
 from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
-from ..base import Vocabulary, PG, EVIDENCE, knob_families
+from ..base import NOT_YET, Role, Vocabulary, PG, EVIDENCE, knob_families
 
 LAYOUTS = ("single", "partitioned", "scaleout")
 STORAGES = ("regular", "foreign")
@@ -209,4 +209,8 @@ VOCABULARY = Vocabulary(
     seeds=("002",), required_tools=("initdb", "postgres"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
-    knob_families=knob_families())
+    knob_families=knob_families(),
+    roles={"tpch": Role("tpch", "reads the TPC-H files through file_fdw and holds the loaded tables", None,
+                        "file_fdw reads files on the server's own disk: pgpathbench would have to write the "
+                        ".tbl files there (run it on that machine, as a user the server can read from)"),
+           "worker": Role("worker", "worker1..N of the scale-out layout: a partition each", None, NOT_YET)})

@@ -15,7 +15,7 @@ from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...stats import Summary
-from ..base import Vocabulary, PG, EVIDENCE, knob_families
+from ..base import NOT_YET, Role, Vocabulary, PG, EVIDENCE, knob_families
 from ..interfaces.spec import CLIENT, DEFAULT_JVM_OPTIONS, LOCAL_ROLE, PROCESS, parse_jvm_options, parse_positive, \
     parse_rows
 
@@ -97,4 +97,5 @@ VOCABULARY = Vocabulary(
     seeds=("003",), required_tools=("initdb", "postgres", "psql", "pgbench"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
-    knob_families=knob_families())
+    knob_families=knob_families(),
+    roles={"local": Role("local", "holds the test tables", None, NOT_YET)})

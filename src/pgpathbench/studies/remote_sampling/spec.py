@@ -12,7 +12,7 @@ import re
 from ... import validate
 from ...matrix import Dimension, Preset
 from ...metrics import Metric, catalogue
-from ..base import Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, knob_families
+from ..base import NOT_YET, Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, knob_families
 from ...servers.paths import DIRECT
 
 NA = "-"   # the value of a dimension the case's test does not have
@@ -130,4 +130,6 @@ VOCABULARY = Vocabulary(
     seeds=("004",), required_tools=("initdb", "postgres"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric="duration_ms",
-    knob_families=knob_families())
+    knob_families=knob_families(),
+    roles={"source": Role("source", "holds the tables sampled", None, NOT_YET),
+           "external": Role("external", "runs ANALYZE and SELECT through postgres_fdw", None, NOT_YET)})

@@ -1,0 +1,86 @@
+"""The workspace's ledger of objects made on user servers, so that `clean` finds what a killed run left.
+
+Each database is recorded before it is made, with the DSN minus its password; the entry goes when
+the database is dropped. A database is dropped only if it is still marked ours: its COMMENT names
+the run (made right after it), or it has no comment and was recorded by that run (killed between
+the two). A CREATE that fails removes its entry at once: the name may belong to someone else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+import psycopg
+from psycopg import sql
+
+MARK = "pgpathbench run"
+FILE = "user-objects.json"
+
+
+class Ledger:
+    def __init__(self, root: Path):
+        self.path = root / FILE
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[list[dict]]:
+        """The entries, read and written back under an exclusive lock (runs may share a workspace)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            entries = json.loads(self.path.read_text()) if self.path.exists() else []
+            before = list(entries)
+            yield entries
+            if entries != before:
+                tmp = self.path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(entries, indent=1) + "\n")
+                os.replace(tmp, self.path)
+
+    def entries(self, run_id: str | None = None) -> list[dict]:
+        if not self.path.exists():
+            return []
+        with self._locked() as entries:
+            return [e for e in entries if run_id is None or e["run_id"] == run_id]
+
+    def add(self, run_id: str, role: str, dsn: str, database: str) -> None:
+        with self._locked() as entries:
+            entries.append({"run_id": run_id, "role": role, "dsn": dsn, "database": database,
+                            "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+    def forget(self, run_id: str, database: str, dsn: str) -> None:
+        with self._locked() as entries:
+            entries[:] = [e for e in entries if (e["run_id"], e["database"], e["dsn"]) != (run_id, database, dsn)]
+
+    def drop(self, run_id: str, role: str | None, connect: Callable[[], psycopg.Connection],
+             dsn: str | None = None) -> list[str]:
+        """Drop the recorded databases of a run on one server (by role, or by its DSN); what was done,
+        one line each."""
+        said = []
+        mine = [e for e in self.entries(run_id) if (role is None or e["role"] == role) and (dsn is None or e["dsn"] == dsn)]
+        if not mine:
+            return said
+        with connect() as conn:
+            for e in mine:
+                said.append(drop_database(conn, e))
+                self.forget(e["run_id"], e["database"], e["dsn"])
+        return said
+
+
+def drop_database(conn: psycopg.Connection, entry: dict) -> str:
+    """DROP DATABASE of one entry if it is still ours (see the module's docstring)."""
+    db, run_id = entry["database"], entry["run_id"]
+    row = conn.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                       (db,)).fetchone()
+    where = f"{db} on {entry['dsn']}"
+    if row is None:
+        return f"{where}: already gone"
+    if row[0] is not None and not row[0].startswith(f"{MARK} {run_id},"):
+        return f"{where}: left alone, its comment does not name run {run_id}"
+    force = sql.SQL(" WITH (FORCE)") if conn.info.server_version >= 130000 else sql.SQL("")
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}{}").format(sql.Identifier(db), force))
+    return f"dropped database {where}"
