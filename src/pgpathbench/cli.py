@@ -64,6 +64,9 @@ def cmd_run(args, out: Console, err: Console) -> int:
         bins.require(*get_study(options.study).required_tools)
         get_study(options.study).check(options, bins)   # before anything is written (a user's scripts)
         user_checks.preflight(get_study(options.study), options, dsns, bins)   # the user's servers: read only
+        for role in user.passwords_given(args.servers):
+            err.print(f"pgpathbench: warning: --server {role}: its DSN holds a password, which any user of this "
+                      "machine sees in ps while the run lasts; prefer PGPASSWORD or ~/.pgpass", highlight=False)
     with _store(args, ws, bins) as store:
         runner = Runner(store, ws, bins, ProgressReporter(err), keep_servers=getattr(args, "keep_servers", False),
                         user_dsns=dsns)

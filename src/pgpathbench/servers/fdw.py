@@ -91,8 +91,16 @@ def create_server(conn: psycopg.Connection, name: str, host: str, port: int, dbn
     conn.execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw")
     conn.execute(sql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER postgres_fdw OPTIONS ({})").format(
         sql.Identifier(name), _options(server_options)))
+    if logs_statements(conn) and conn.info.parameter_status("is_superuser") == "on":
+        conn.execute("SET log_statement = 'none'")   # the mapping's password stays out of the server's log
     conn.execute(sql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS ({})").format(
         sql.Identifier(name), _options({"user": user, "password": password})))
+
+
+def logs_statements(conn: psycopg.Connection) -> bool:
+    """Whether the server writes this session's DDL to its log (a user mapping's password with it)."""
+    return conn.execute("SELECT current_setting('log_statement') IN ('ddl', 'all') "
+                        "OR current_setting('log_min_duration_statement') = '0'").fetchone()[0]
 
 
 def import_schema(conn: psycopg.Connection, server: str, remote_schema: str = "public", into: str = "public",

@@ -97,6 +97,11 @@ def parse_server(text: str, roles: Mapping[str, object] | None = None) -> UserDs
     return UserDsn(role, {k: str(v) for k, v in params.items()}, password)
 
 
+def passwords_given(given: list[str] | None) -> list[str]:
+    """The roles whose --server DSN holds a password (on our command line, for all to see)."""
+    return [t.partition("=")[0].strip() for t in given or () if "password" in conninfo_to_dict(t.partition("=")[2])]
+
+
 def parse_servers(given: list[str] | None, roles: Mapping[str, object]) -> dict[str, UserDsn]:
     out: dict[str, UserDsn] = {}
     for text in given or ():
@@ -212,6 +217,7 @@ class UserServer:
             except psycopg.Error:
                 self.ledger.forget(self.run_id, real, self.dsn.shown)   # the name may be someone else's
                 raise
+        with self.dsn.connect(real) as conn:   # from inside it: nothing but CREATE runs in the user's database
             conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
                 sql.Identifier(real), sql.Literal(f"{MARK} {self.run_id}, role {self.name}: removed when the "
                                                   "run ends, or by 'pgpathbench clean'")))

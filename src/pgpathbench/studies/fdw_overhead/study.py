@@ -124,6 +124,8 @@ class FdwOverhead(Declared):
                                     bandwidth_kbit=p.get("bandwidth"))
         needs_external = any(t in REMOTE_TARGETS for t in env.options.dims["target"])
         external = env.servers.server("external", STATEMENTS) if needs_external else None
+        if external is not None and not external.managed:
+            _warn_logged_password(env, external)
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
 
         t0 = time.monotonic()
@@ -238,6 +240,16 @@ class FdwOverhead(Declared):
 def _passfile(server: Server) -> str | None:
     """The password file a client program needs: none through a managed server's private socket."""
     return None if server.managed else (str(server.passfile) if server.passfile else None)
+
+
+def _warn_logged_password(env: StudyEnv, external: Server) -> None:
+    """A user's external server that logs DDL, where we may not turn that off, logs the source's
+    password with CREATE USER MAPPING (postgres_fdw keeps it there): said before it happens."""
+    with external.connect() as conn:
+        if fdw.logs_statements(conn) and conn.info.parameter_status("is_superuser") != "on":
+            env.log("warning: the external server logs statements (log_statement or log_min_duration_statement) "
+                    f"and {conn.info.user} may not turn that off: its log will hold the source's password, sent "
+                    "by CREATE USER MAPPING (postgres_fdw keeps it there)")
 
 
 def _set_isolation(server: Server, db: str, isolation: str) -> None:

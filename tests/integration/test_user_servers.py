@@ -1,0 +1,181 @@
+"""fdw-overhead on servers pgpathbench does not manage (--server ROLE=DSN), as a user's would be.
+
+Two servers of the user (tests/user_server.py): on 127.0.0.2 (scram, pg_stat_statements in
+template1) and on 127.0.0.3 (TLS only, verify-full), each holding the user's table, the tool's
+login a non-superuser with CREATEDB only. Checked: the measured figures; the user's rows and
+catalog unchanged; no statement by the tool's login outside its own databases (log_statement =
+all); nothing of the tool left after the run, after SIGTERM, after SIGKILL + clean; no password in
+the results, exports, reports, the tool's output or any process's command line; bad input refused
+in one line with nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_user_error, pgpathbench, report_json, spawn_pgpathbench
+from user_server import UserServer, expected_fingerprint
+
+
+@pytest.fixture(scope="module")
+def servers(workspace_root):
+    root = workspace_root / "user-servers"
+    with UserServer(root, "src", "127.0.0.2", pg_stat_statements=True) as src, \
+            UserServer(root, "ext", "127.0.0.3", ssl=True) as ext:
+        yield src, ext
+
+
+def _passfile(monkeypatch, root: Path, *servers: UserServer) -> None:
+    """The servers' passwords in one libpq password file named by PGPASSFILE (lines are per host:port)."""
+    path = root / "pgpass"
+    path.write_text("".join(s.pgpass_file.read_text() for s in servers))
+    path.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(path))
+
+
+def _args(src: UserServer, ext: UserServer, *extra: str) -> list[str]:
+    return ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--repeat", "2",
+            "--server", f"source={src.dsn()} password={src.password()}", "--server", f"external={ext.dsn()}", *extra]
+
+
+def _ours(server: UserServer) -> list[str]:
+    with server.connect("dba", "postgres") as conn:
+        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'pgpathbench%'")]
+
+
+def _run(args: list[str], ws: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """The CLI run to its end, with every process's command line sampled meanwhile."""
+    proc = spawn_pgpathbench(*args, workspace=ws)
+    seen = []
+    while proc.poll() is None:   # every process but the user's own command (whose DSN holds a password)
+        seen += [c for c in _cmdlines() if "pgpathbench.cli" not in c]
+        time.sleep(0.2)
+    out, err = proc.communicate()
+    return subprocess.CompletedProcess(args, proc.returncode, out, err), seen
+
+
+def _cmdlines() -> list[str]:
+    found = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                found.append((p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                pass
+    return found
+
+
+def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspace_root, monkeypatch):
+    src, ext = servers
+    ws = workspace_root / "ws-user-run"
+    _passfile(monkeypatch, workspace_root, ext)   # the external's password by a file, the source's in its DSN
+    before = {s.dsn(): s.known_objects() for s in servers}
+    src.mark_log()
+    ext.mark_log()
+    res, cmdlines = _run(_args(src, ext), ws)
+    assert res.returncode == 0, res.stderr
+    assert "warning: --server source: its DSN holds a password" in res.stderr
+    secrets = [src.password(), ext.password()]
+
+    run = report_json(ws)
+    by_target = {}
+    for m in run["measurements"]:
+        assert m["error"] is None, m["error"]
+        by_target.setdefault(m["dims"]["target"], []).append(m)
+    assert set(by_target) == {"local", "fdw_local", "fdw_external", "fdw_external_ro"}
+    assert all(m["metrics"]["tps"] > 0 and m["metrics"]["transactions"] > 0 for ms in by_target.values() for m in ms)
+    # Counted by the user's pg_stat_statements, which we may not reset: on 15 each DECLARE keeps its
+    # constant, so once its 5000 entries are full, evictions void the count (said, not guessed).
+    remote = by_target["fdw_external"] + by_target["fdw_external_ro"]
+    counted = [m["metrics"]["remote_statements_per_txn"] for m in remote if "remote_statements_per_txn" in m["metrics"]]
+    assert counted and all(4 <= c < 8 for c in counted), counted
+    assert all(m["evidence"]["servers"]["source"]["evictions"]["dealloc"] > 0
+               for m in remote if "remote_statements_per_txn" not in m["metrics"])
+    text = json.dumps(run)   # the fingerprint of each user server, read from SQL
+    assert '"user_source"' in text and '"user_external"' in text and '"user_server": true' in text
+
+    # The user's servers as found: rows, catalog, and no statement of ours outside our databases.
+    for s in servers:
+        assert s.user_data_fingerprint() == expected_fingerprint()
+        assert s.known_objects() == before[s.dsn()]
+        assert _ours(s) == []
+        assert s.foreign_statements() == []
+    assert json.loads((ws / "user-objects.json").read_text()) == []
+
+    # No password anywhere we write or show, nor on any command line during the run.
+    markdown = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
+    csv = pgpathbench("export", "latest", "--format", "csv", workspace=ws).stdout
+    for secret in secrets:
+        for where, content in {"stdout": res.stdout, "stderr": res.stderr, "json": text, "markdown": markdown,
+                               "csv": csv, "ps": "\n".join(cmdlines)}.items():
+            assert secret not in content, where
+    assert any("pgbench" in c and "pgpathbench_" in c for c in cmdlines), "pgbench was never seen running"
+
+
+def test_a_killed_run_is_cleaned_from_the_user_servers(servers, workspace_root, monkeypatch):
+    src, ext = servers
+    ws = workspace_root / "ws-user-kill"
+    _passfile(monkeypatch, workspace_root, src, ext)   # clean reads the recorded DSNs, without passwords
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc = spawn_pgpathbench(*_args(src, ext, "--repeat", "30"), workspace=ws)
+        _wait_for_round(proc)
+        assert _ours(src) and _ours(ext)
+        proc.send_signal(sig)
+        proc.communicate(timeout=120)
+        if sig == signal.SIGTERM:   # the run dropped its databases itself
+            assert _ours(src) == [] and _ours(ext) == []
+            continue
+        assert _ours(src) and _ours(ext), "SIGKILL leaves them: clean's work"
+        res = pgpathbench("clean", workspace=ws)
+        assert res.returncode == 0, res.stderr
+        assert "dropped database pgpathbench_" in res.stdout
+        assert _ours(src) == [] and _ours(ext) == []
+    for s in servers:
+        assert s.user_data_fingerprint() == expected_fingerprint()
+
+
+def _wait_for_round(proc, timeout_s: float = 120) -> None:
+    """Until the run measures (its databases are made by then)."""
+    deadline = time.monotonic() + timeout_s
+    for line in proc.stderr:
+        if "round 1" in line and "[" in line:
+            return
+        assert time.monotonic() < deadline, "no measurement within the timeout"
+    raise AssertionError(f"the run ended first: {proc.wait()}")
+
+
+@pytest.mark.parametrize("case", ["wrong password", "no createdb", "no postgres_fdw", "unknown role", "twice",
+                                  "not yet"])
+def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_root, case):
+    src, ext = servers
+    ws = workspace_root / f"ws-user-bad-{case.replace(' ', '-')}"
+    with src.connect("dba", "postgres") as conn:
+        conn.execute("DROP ROLE IF EXISTS nocreate")
+        conn.execute("CREATE ROLE nocreate LOGIN PASSWORD 'nocreate-pw'")
+        conn.execute("DROP ROLE IF EXISTS nofdw")
+        conn.execute("CREATE ROLE nofdw LOGIN CREATEDB PASSWORD 'nofdw-pw'")
+    base = f"host={src.address} port={src.port} dbname=userdb"
+    args, message = {
+        "wrong password": (["--server", f"source={src.dsn()} password=wrong"], "--server source: cannot connect"),
+        "no createdb": (["--server", f"source={base} user=nocreate password=nocreate-pw"],
+                        "--server source: role nocreate may not create databases"),
+        "no postgres_fdw": (["--server", f"external={base} user=nofdw password=nofdw-pw"],
+                            "--server external: postgres_fdw is not usable by nofdw"),
+        "unknown role": (["--server", f"worker={src.dsn()}"], "--server worker: not a role of this study"),
+        "twice": (["--server", f"source={src.dsn()}", "--server", f"source={src.dsn()}"], "--server source: given twice"),
+        "not yet": (None, "--server local: the local role of interfaces cannot be a user server"),
+    }[case]
+    src.mark_log()
+    if args is None:
+        res = pgpathbench("run", "interfaces", "--preset", "quick", "--server", f"local={src.dsn()}", workspace=ws)
+    else:
+        res = pgpathbench("run", "fdw-overhead", "--preset", "quick", *args, workspace=ws)
+    assert_user_error(res, message, untouched=ws)
+    assert "wrong" not in res.stderr and "-pw" not in res.stderr
+    assert _ours(src) == [] and src.foreign_statements() == []
