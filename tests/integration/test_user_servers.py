@@ -111,6 +111,7 @@ def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspac
     # No password anywhere we write or show, nor on any command line during the run.
     markdown = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
     csv = pgpathbench("export", "latest", "--format", "csv", workspace=ws).stdout
+    assert "| user server source |" in markdown and "| user server external |" in markdown
     for secret in secrets:
         for where, content in {"stdout": res.stdout, "stderr": res.stderr, "json": text, "markdown": markdown,
                                "csv": csv, "ps": "\n".join(cmdlines)}.items():

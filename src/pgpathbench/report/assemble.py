@@ -30,7 +30,10 @@ def run_table(run: RunResult) -> Table:
     rows = [["run", run.run_id], ["study", run.study_name], ["preset", run.preset],
             ["status", run.status], ["started", str(run.started_at)[:19]],
             ["measurements", f"{ok} ok" + (f", {failed} failed" if failed else "")],
-            ["server", version], ["client", env.tools.get("pgbench", "—")],
+            ["server", version],
+            *[[f"user server {name.removeprefix('user_')}", f"{v.get('dsn')} (at {v.get('address')})"]
+              for name, v in sorted(env.servers.items()) if v.get("user_server")],
+            ["client", env.tools.get("pgbench", "—")],
             ["machine", f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, "
                         f"{(m.get('memory_bytes') or 0) / 2**30:.1f} GiB, kernel {m.get('kernel', '?')}"],
             ["sessions", str(len(run.environment.sessions))]]
