@@ -138,7 +138,8 @@ class FileFdwTpch(Declared):
                        "queries": list(shape.queries), "cores": CORES, **generated()}
         create_objects(main, workers, files, shape)
         facts.update(load_and_analyze(main, workers, files, shape, env.log))
-        conns = {side: connect(main, *side, shape.timeout) for side in shape.sides}
+        conns = {side: env.kept_connection(side, lambda side=side: connect(main, *side, shape.timeout))
+                 for side in shape.sides}
         facts["settings"] = settings_facts(shape, bool(workers))
         plans = checks.explain(conns, shape)
         t0 = time.monotonic()
@@ -150,7 +151,7 @@ class FileFdwTpch(Declared):
         if duck.get("checked"):
             tools["duckdb"] = duck["version"]
         facts["plans"] = {f"{q}:{st}:{la}": v for (q, la, st), v in plans.items()}
-        env.state.update(conns=conns, main=main, workers=workers, sizes=files.sizes(), shape=shape, plans=plans, answers=digests)
+        env.state.update(main=main, workers=workers, sizes=files.sizes(), shape=shape, plans=plans, answers=digests)
         return Setup(tools, facts)
 
     # -- one measurement --------------------------------------------------------------------
@@ -277,13 +278,10 @@ def start_servers(env: StudyEnv, shape: Shape) -> tuple[Cluster, list[Cluster]]:
 def side_connection(env: StudyEnv, case: Case) -> psycopg.Connection:
     """The kept connection of the case's (layout, storage), made again if it was lost."""
     st, key = env.state, (case["layout"], case["storage"])
-    conn = st["conns"].get(key)
-    if conn is None or conn.closed:
-        try:
-            conn = st["conns"][key] = connect(st["main"], *key, st["shape"].timeout)
-        except psycopg.Error as e:
-            raise CaseError(f"cannot connect: {str(e).strip()}") from None
-    return conn
+    try:
+        return env.kept_connection(key, lambda: connect(st["main"], *key, st["shape"].timeout))
+    except psycopg.Error as e:
+        raise CaseError(f"cannot connect: {str(e).strip()}") from None
 
 
 def connect(cluster: Cluster, layout: str, storage: str, timeout: int) -> psycopg.Connection:

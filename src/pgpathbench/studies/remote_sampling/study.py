@@ -329,8 +329,4 @@ def _source(env: StudyEnv) -> psycopg.Connection:
 
 def _connection(env: StudyEnv, cluster, db: str) -> psycopg.Connection:
     """One connection per database, kept: connection set-up is not what is measured."""
-    conns = env.state.setdefault("connections", {})
-    key = (cluster.name, db)
-    if key not in conns or conns[key].closed:
-        conns[key] = cluster.connect(db)
-    return conns[key]
+    return env.kept_connection((cluster.name, db), lambda: cluster.connect(db))
