@@ -3,11 +3,14 @@ sessions. file-fdw-tpch: work_mem 64kB makes Q10's sort spill to disk, 64MB keep
 (EXPLAIN ANALYZE of each case under its settings). fdw-overhead: a session setting reaches
 pgbench's sessions (default_transaction_read_only=on fails its writes, not its reads), a sighup
 one is applied by ALTER SYSTEM and a reload (the server's log says it changed). A value the
-server refuses stops the run in prepare: exit 2, the run recorded failed, nothing measured."""
+server refuses stops the run in prepare: exit 2, the run recorded failed, nothing measured.
+A postmaster setting restarts every managed server between cases: each measurement's evidence
+holds the value in force, as the server said it."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -78,3 +81,25 @@ def test_a_session_setting_reaches_the_native_client_and_psql(workspace_root):
     for m in ms:
         cancelled = m["dims"]["set.statement_timeout"] == "1"
         assert m["ok"] is not cancelled and (not cancelled or "statement timeout" in m["error"]), m
+
+
+def test_a_postmaster_setting_restarts_the_servers_between_cases(workspace_root):
+    """remote-sampling keeps its connections across measurements: after each restart they are made again."""
+    res = pgpathbench("run", "remote-sampling", "--preset", "quick", "--pg", "15", "--test", "sampling",
+                      "--rows", "10k", "--method", "system", "--fraction", "0.1", "--repeat", "2",
+                      "--set", "shared_buffers=16MB,32MB", workspace=workspace_root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    plan = res.stderr[:res.stderr.index("[1/8]")]
+    assert "restart between cases for shared_buffers (every managed server of PostgreSQL 15, same port; " \
+           "cold shared buffers after each restart)" in plan
+    restarts = re.findall(r"restart (\d+) for --set shared_buffers=(\d+MB): pg15_source, pg15_external", res.stderr)
+    ms = report_json(workspace_root)["measurements"]
+    assert len(ms) == 8 and all(m["ok"] for m in ms)
+    # The value the server reported during each measurement, on every server it involved.
+    for m in ms:
+        servers = m["evidence"]["servers"]
+        assert set(servers) == ({"source", "external"} if m["dims"]["access"] == "fdw" else {"source"}), m
+        assert {s["settings"]["shared_buffers"] for s in servers.values()} == {m["dims"]["set.shared_buffers"]}, m
+    # The first measurement needs one; a case whose value is already in force, none.
+    assert 2 <= len(restarts) <= 8 and [int(n) for n, _ in restarts] == list(range(1, len(restarts) + 1))
+
