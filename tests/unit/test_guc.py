@@ -128,3 +128,13 @@ def test_server_settings_restart_only_when_a_postmaster_value_changes_and_close_
     assert done.count(("a", "ALTER")) == 1 and ("b", "restart") in done and env.state["restarts"] == 2
     assert env.state["in_force"] == {"log_checkpoints": "off", "shared_buffers": "32MB"}
 
+
+def test_session_settings_and_fdw_knobs_go_on_the_foreign_server():
+    from pgpathbench.servers import fdw
+    env = StudyEnv(options(), "15", None, None, print,
+                   {"server_settings": {"work_mem": {"context": "user"}, "enable_sort": {"context": "user"},
+                                        "log_checkpoints": {"context": "sighup"}}})
+    case = Case("fdw-overhead", (("pg", "15"), ("fdw.fetch_size", "100"), ("set.enable_sort", "off"),
+                                 ("set.log_checkpoints", "on"), ("set.work_mem", "64kB")))
+    assert fdw.case_options(env, case) == {"fetch_size": "100", "options": "-c enable_sort=off -c work_mem=64kB"}
+    assert fdw.case_options(env, Case("x", (("pg", "15"),))) == {}

@@ -12,7 +12,8 @@ the run failed with nothing measured.
 Applied per case, by context:
 - user, superuser (SESSION): in the case's own sessions: PGOPTIONS `-c NAME=VALUE` for the
   programs a study runs (pgbench, the native clients, psql: session_env()), SET (set_config)
-  on the in-process connections a study keeps (set_session()).
+  on the in-process connections a study keeps (set_session()), and libpq's `options` on the
+  study's foreign servers for the sessions postgres_fdw opens (fdw.set_case_options()).
 - sighup (RELOAD) and postmaster (RESTART): ALTER SYSTEM SET on every managed server of the
   major before each measurement whose values differ from those in force, then pg_reload_conf()
   and a wait until new sessions see them, or, when a postmaster setting changed, a restart of
@@ -49,7 +50,8 @@ REFUSED = {
     "superuser-backend": "it is fixed when a session starts",
     "internal": "it cannot be changed",
 }
-_SESSIONS = "PGOPTIONS -c for the programs run, SET on kept connections"
+_SESSIONS = ("PGOPTIONS -c for the programs run, SET on kept connections, libpq options -c on the foreign "
+             "servers (postgres_fdw's remote sessions)")
 HOW = {"user": f"per session: {_SESSIONS}",
        "superuser": f"per session (as superuser): {_SESSIONS}",
        "sighup": "ALTER SYSTEM SET and pg_reload_conf() on every managed server, before each measurement",

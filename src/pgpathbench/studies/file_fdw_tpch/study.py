@@ -65,7 +65,7 @@ from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import guc
 from ...servers.cluster import SUPERUSER, Cluster
-from ...servers.fdw import create_server
+from ...servers.fdw import create_server, set_case_options
 from ...servers.paths import NetworkPath
 from ..base import Declared, Setup, StudyEnv, StudyOptions
 from . import checks, report, spec
@@ -167,6 +167,9 @@ class FileFdwTpch(Declared):
         the sorts its plan does under them (EXPLAIN ANALYZE: the evidence that they took effect)."""
         conn = side_connection(env, case)
         guc.set_session(conn, env, case)
+        if case["layout"] == "scaleout":   # and on the workers' sessions postgres_fdw opens (both sides')
+            set_case_options(env, case, env.state["main"], DB, worker_servers(len(env.state["workers"])),
+                             kept=[side_connection(env, {"layout": "scaleout", "storage": st}) for st in STORAGES])
         sorts = env.state.setdefault("sort_methods", {})
         if case.knobs(guc.FAMILY) and case.case_id not in sorts:
             try:
@@ -275,7 +278,12 @@ def start_servers(env: StudyEnv, shape: Shape) -> tuple[Cluster, list[Cluster]]:
     return main, workers
 
 
-def side_connection(env: StudyEnv, case: Case) -> psycopg.Connection:
+def worker_servers(n: int) -> list[str]:
+    """The coordinator's foreign servers, one per scale-out instance."""
+    return [f"worker{k}" for k in range(1, n + 1)]
+
+
+def side_connection(env: StudyEnv, case: Mapping[str, str]) -> psycopg.Connection:
     """The kept connection of the case's (layout, storage), made again if it was lost."""
     st, key = env.state, (case["layout"], case["storage"])
     try:
@@ -349,8 +357,7 @@ def create_objects(main: Cluster, workers: list[Cluster], files: TpchFiles, shap
     with main.connect(DB) as conn:
         for stmt in main_ddl(files, shape, bounds):
             conn.execute(stmt)
-        for k, w in enumerate(workers):
-            server = f"worker{k + 1}"
+        for k, (w, server) in enumerate(zip(workers, worker_servers(len(workers)))):
             create_server(conn, server, w.tcp_host, w.port, DB, SUPERUSER, w.password, POSTGRES_FDW_OPTIONS)
             for table in PARTITIONED:
                 for st in STORAGES:
