@@ -118,11 +118,12 @@ def take_measurement(study, env: StudyEnv, case, taken: Taken) -> dict:
     """What the case needs first (untimed), then the measurement, timed, with the evidence of
     the servers it involves collected around it (unless --evidence off); its series apart from
     its metrics. The runner's one way to measure, and bench/evidence_overhead.py's."""
-    guc.apply_reload(env, case)      # --set's sighup settings, on every managed server
+    guc.apply_server_settings(env, case)      # --set's sighup and postmaster settings, on every managed server
     study.before_measure(env, case)
     evidence = None
+    watched = guc.watch_settings(env, study.watched(env, case)) if evidence_on(env.options) else []
     try:
-        with collected(study.watched(env, case) if evidence_on(env.options) else []) as evidence:
+        with collected(watched) as evidence:
             t0 = time.perf_counter()
             try:
                 metrics = study.measure(env, case)

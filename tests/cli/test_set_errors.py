@@ -19,14 +19,16 @@ FDW = ["run", "fdw-overhead", "--preset", "quick"]
     ([*TPCH, "--set", "work-mem=1MB"], "--set: 'work-mem' is not a setting name"),
     ([*TPCH, "--set", "search_path=a b"], "--set search_path: 'a b' is not a setting value --set takes"),
     ([*TPCH, "--set", "work_mem=1MB", "--set", "WORK_MEM=2MB"], "--set: 'work_mem' given twice"),
-    ([*FDW, "--set", "shared_buffers=128MB,1GB"],
-     "--set shared_buffers: a postmaster setting (it needs a server restart, which --set does not do); leave it out"),
-    ([*FDW, "--set", "server_version_num=1"], "--set: unknown setting 'server_version_num' for PostgreSQL 15; see SHOW ALL (--set takes settings of contexts user, superuser and sighup)"),
+    ([*FDW, "--set", "log_connections=on,off"],
+     "--set log_connections: a superuser-backend setting (it is fixed when a session starts); leave it out: "
+     "--set varies settings of contexts user, superuser, sighup and postmaster only"),
+    ([*FDW, "--set", "shared_buffers=128MB,lots"], "--set shared_buffers: 'lots' is not a whole number"),
+    ([*FDW, "--set", "server_version_num=1"], "--set: unknown setting 'server_version_num' for PostgreSQL 15; see SHOW ALL (--set takes settings of contexts user, superuser, sighup and postmaster)"),
     ([*TPCH, "--set", "enable_sort=maybe"], "--set enable_sort: 'maybe' is not on or off"),
     ([*TPCH, "--set", "work_mem=lots"], "--set work_mem: 'lots' is not a whole number"),
     ([*TPCH, "--set", "random_page_cost=fast"], "--set random_page_cost: 'fast' is not a number"),
     (["run", "interfaces", "--set", "wrk_mem=1MB"], "--set: unknown setting 'wrk_mem'"),
-    (["run", "remote-sampling", "--set", "wal_level=minimal"], "--set wal_level: a postmaster setting"),
+    (["run", "remote-sampling", "--set", "log_disconnections=on"], "--set log_disconnections: a superuser-backend setting"),
     (["run", "interfaces-fidelity", "--set", "jit"], "--set: 'jit' is not NAME=V1,V2"),
 ])
 def test_bad_set_is_one_line_exit_2(args, message, workspace_root):

@@ -3,15 +3,24 @@ sessions. file-fdw-tpch: work_mem 64kB makes Q10's sort spill to disk, 64MB keep
 (EXPLAIN ANALYZE of each case under its settings). fdw-overhead: a session setting reaches
 pgbench's sessions (default_transaction_read_only=on fails its writes, not its reads), a sighup
 one is applied by ALTER SYSTEM and a reload (the server's log says it changed). A value the
-server refuses stops the run in prepare: exit 2, the run recorded failed, nothing measured."""
+server refuses stops the run in prepare: exit 2, the run recorded failed, nothing measured.
+A postmaster setting restarts every managed server between cases: each measurement's evidence
+holds the value in force, as the server said it. A session setting reaches the sessions
+postgres_fdw opens on the remote server (the foreign server's libpq options), new and kept ones."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from conftest import pgpathbench, report_json
+from conftest import pgpathbench, report_json, started_cluster
+
+from pgpathbench.matrix import Case
+from pgpathbench.servers import fdw
+from pgpathbench.servers.cluster import SUPERUSER
+from pgpathbench.studies.base import StudyEnv, StudyOptions
 
 pytestmark = pytest.mark.integration
 
@@ -78,3 +87,95 @@ def test_a_session_setting_reaches_the_native_client_and_psql(workspace_root):
     for m in ms:
         cancelled = m["dims"]["set.statement_timeout"] == "1"
         assert m["ok"] is not cancelled and (not cancelled or "statement timeout" in m["error"]), m
+
+
+def test_a_postmaster_setting_restarts_the_servers_between_cases(workspace_root):
+    """remote-sampling keeps its connections across measurements: after each restart they are made again."""
+    res = pgpathbench("run", "remote-sampling", "--preset", "quick", "--pg", "15", "--test", "sampling",
+                      "--rows", "10k", "--method", "system", "--fraction", "0.1", "--repeat", "2",
+                      "--set", "shared_buffers=16MB,32MB", workspace=workspace_root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    plan = res.stderr[:res.stderr.index("[1/8]")]
+    assert "restart between cases for shared_buffers (every managed server of PostgreSQL 15, same port; " \
+           "cold shared buffers after each restart)" in plan
+    restarts = re.findall(r"restart (\d+) for --set shared_buffers=(\d+MB): pg15_source, pg15_external", res.stderr)
+    ms = report_json(workspace_root)["measurements"]
+    assert len(ms) == 8 and all(m["ok"] for m in ms)
+    # The value the server reported during each measurement, on every server it involved.
+    for m in ms:
+        servers = m["evidence"]["servers"]
+        assert set(servers) == ({"source", "external"} if m["dims"]["access"] == "fdw" else {"source"}), m
+        assert {s["settings"]["shared_buffers"] for s in servers.values()} == {m["dims"]["set.shared_buffers"]}, m
+    # The first measurement needs one; a case whose value is already in force, none.
+    assert 2 <= len(restarts) <= 8 and [int(n) for n, _ in restarts] == list(range(1, len(restarts) + 1))
+
+
+@pytest.fixture(scope="module")
+def fdw_server(workspace_root):
+    yield from started_cluster("set-fdw", workspace_root)
+
+
+def test_session_settings_reach_new_and_kept_remote_sessions(fdw_server):
+    """A view on the 'remote' database reads the setting of the session postgres_fdw opened."""
+    c = fdw_server
+    for db in ("remote", "local"):
+        c.create_database(db)
+    c.execute("remote", "CREATE VIEW remote_setting AS SELECT current_setting('work_mem') AS work_mem, "
+                        "pg_backend_pid() AS pid")
+    with c.connect("local") as conn:
+        fdw.create_server(conn, "remote", "127.0.0.1", c.port, "remote", SUPERUSER, c.password)
+        fdw.import_schema(conn, "remote")
+    env = StudyEnv(StudyOptions("fdw-overhead", "quick", 1, {}, {"pg": ("15",)}), "15", None, None, print,
+                   {"server_settings": {"work_mem": {"context": "user"}}})
+    kept, observer = c.connect("local"), c.connect("postgres")
+
+    def remote_pids() -> set[int]:
+        return {r[0] for r in observer.execute("SELECT pid FROM pg_stat_activity WHERE datname = 'remote'")}
+
+    def case(work_mem: str) -> Case:
+        return Case("fdw-overhead", (("pg", "15"), ("set.work_mem", work_mem)))
+    # Backends that end (a dropped remote connection, a closed session's) leave pg_stat_activity a
+    # moment later: "primed" is that the query ran on a remote backend present before it was sent.
+    try:
+        pid = None
+        for work_mem in ("64kB", "1MB"):
+            fdw.set_case_options(env, case(work_mem), c, "local", ["remote"], kept=[kept])
+            primed = remote_pids()
+            value, new_pid = kept.execute("SELECT work_mem, pid FROM remote_setting").fetchone()
+            assert value == work_mem and new_pid in primed and new_pid != pid
+            pid = new_pid
+            with c.connect("local") as new:   # a session made after, as pgbench's
+                assert new.execute("SELECT work_mem FROM remote_setting").fetchone()[0] == work_mem
+        fdw.set_case_options(env, case("1MB"), c, "local", ["remote"], kept=[kept])   # in force: no change
+        assert kept.execute("SELECT pid FROM remote_setting").fetchone()[0] == pid
+        kept.close()   # as a restart does: the session made anew is primed though nothing changed
+        kept = c.connect("local")
+        fdw.set_case_options(env, case("1MB"), c, "local", ["remote"], kept=[kept])
+        primed = remote_pids()
+        value, new_pid = kept.execute("SELECT work_mem, pid FROM remote_setting").fetchone()
+        assert value == "1MB" and new_pid in primed and new_pid != pid
+    finally:
+        kept.close()
+        observer.close()
+
+
+def test_a_session_setting_reaches_postgres_fdw_on_the_source(workspace_root, tmp_path):
+    """fdw-overhead: a view on the source fails (division by zero) unless its session has work_mem
+    64kB. Through the FDW it runs in the session postgres_fdw opened there: it fails exactly in the
+    cases of 64MB, so each case's value reached the source (its default, 4MB, would fail them all)."""
+    (tmp_path / "init.sql").write_text(
+        "CREATE VIEW probe AS SELECT 1 / (current_setting('work_mem') = '64kB')::int AS ok;\n")
+    (tmp_path / "probe.sql").write_text("SELECT ok FROM probe;\n")
+    res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--target", "local,fdw_external", "--clients", "1",
+                      "--duration", "1", "--repeat", "1", "--init", str(tmp_path / "init.sql"),
+                      "--script", str(tmp_path / "probe.sql"), "--set", "work_mem=64kB,64MB", "--keep-servers",
+                      workspace=workspace_root)
+    assert res.returncode == 1, res.stderr[-3000:]   # the 64MB cases failed, nothing else
+    ms = report_json(workspace_root)["measurements"]
+    assert {(m["dims"]["target"], m["dims"]["set.work_mem"]) for m in ms} == {
+        (t, w) for t in ("local", "fdw_external") for w in ("64kB", "64MB")}
+    for m in ms:
+        assert m["ok"] is (m["dims"]["set.work_mem"] == "64kB"), m
+    external = "".join(p.read_text(errors="replace") for p in workspace_root.rglob("pg15_external/server.log"))
+    assert "ERROR:  division by zero\n" in external and "remote SQL command: SELECT ok FROM public.probe" in external
+    pgpathbench("clean", workspace=workspace_root)

@@ -19,7 +19,7 @@ from pgpathbench.errors import UserError
 from pgpathbench.references import FILE_FDW_TPCH_SECONDS, file_fdw_tpch_slowdown
 from pgpathbench.results.model import RunResult
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyOptions
+from pgpathbench.studies.base import StudyEnv, StudyOptions
 from pgpathbench.studies.file_fdw_tpch.spec import (disk_needed, expand_queries, layout_settings, parse_query,
                                                     parse_scale, scan_cores, search_path)
 from pgpathbench.studies.file_fdw_tpch.checks import warm_up_and_check
@@ -273,20 +273,16 @@ def test_a_wrong_answer_stops_the_run_loudly():
         warm_up_and_check(conns, None, shape)
 
 
-class FakeEnv:
-    def __init__(self, state):
-        self.state = state
-
-
 @pytest.mark.parametrize("storage, query", [("regular", "q6"), ("foreign", "q3"), ("foreign", "q6")])
 def test_every_metric_a_measurement_carries_is_declared(storage, query):
     """measure() of a regular, a foreign and a scan-bound foreign case: every key is in the catalogue,
     durations in milliseconds."""
     rows = [("A", Decimal("1.00"))]
     shape = Shape(0.05, 2, ("single",), (query,))
-    env = FakeEnv({"conns": {("single", storage): FakeConn(rows)}, "main": None, "shape": shape,
-                   "sizes": {"lineitem": 36_000_000}, "answers": {query: answer_digest(rows)},
-                   "plans": {(query, "single", storage): {"workers": 0}}})
+    env = StudyEnv(options(), "15", None, None, print,
+                   {"main": None, "shape": shape, "sizes": {"lineitem": 36_000_000},
+                    "answers": {query: answer_digest(rows)}, "plans": {(query, "single", storage): {"workers": 0}}},
+                   kept={("single", storage): FakeConn(rows)})
     case = next(c for c in STUDY.cases(options(layout=("single",), storage=(storage,), queries=(query,))))
     metrics = STUDY.measure(env, case)
     assert set(metrics) <= set(STUDY.metrics) and STUDY.primary_metric in metrics

@@ -48,3 +48,93 @@ def test_session_settings_reach_pgoptions_after_our_own():
     assert guc.pgoptions(guc.session(env, case)) == "-c work_mem=64kB"
     assert session_env(guc.session(env, case))["PGOPTIONS"].endswith(f"{SYNC_SCANS_OFF} -c work_mem=64kB")
     assert session_env()["PGOPTIONS"].endswith(SYNC_SCANS_OFF)
+
+
+def test_postmaster_settings_are_taken_backend_and_internal_ones_refused():
+    bins = binaries.resolve(15)
+    guc.check(options(**{"set.shared_buffers": ("16MB", "32MB"), "set.max_connections": ("50",)}), bins)
+    assert guc.refusal("shared_buffers", "postmaster") is None and "postmaster" in guc.HOW
+    for context in ("backend", "superuser-backend", "internal"):
+        assert guc.refusal("x", context).startswith(f"--set x: a {context} setting")
+    with pytest.raises(UserError, match="--set log_connections: a superuser-backend setting"):
+        guc.check(options(**{"set.log_connections": ("on",)}), bins)
+
+
+class FakeCluster:
+    """What apply_server_settings() asks of a managed server: a connection, a restart."""
+
+    def __init__(self, name: str, log: list):
+        self.name, self.log = name, log
+
+    def connect(self):
+        cluster = self
+
+        class Conn:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def execute(self, query, params=None):
+                text = query if isinstance(query, str) else repr(query)
+                cluster.log.append((cluster.name, "ALTER" if "ALTER SYSTEM" in text else text.split("(")[0]))
+                return self
+
+            def fetchone(self):
+                return (True,)
+        return Conn()
+
+    def restart(self):
+        self.log.append((self.name, "restart"))
+
+
+class FakeScope:
+    def __init__(self, clusters):
+        self._clusters = clusters
+
+    def clusters(self):
+        return self._clusters
+
+
+def test_server_settings_restart_only_when_a_postmaster_value_changes_and_close_kept_connections():
+    done: list = []
+    lines: list = []
+    env = StudyEnv(options(), "15", None, FakeScope([FakeCluster("a", done), FakeCluster("b", done)]), lines.append,
+                   {"server_settings": {"shared_buffers": {"context": "postmaster"},
+                                        "log_checkpoints": {"context": "sighup"}, "work_mem": {"context": "user"}}})
+
+    class Kept:
+        closed = False
+
+        def close(self):
+            self.closed = True
+    kept = env.kept_connection("k", Kept)
+
+    def case(sb, lc, wm="64kB"):
+        return Case("fdw-overhead", (("pg", "15"), ("set.log_checkpoints", lc), ("set.shared_buffers", sb),
+                                     ("set.work_mem", wm)))
+    guc.apply_server_settings(env, case("16MB", "on"))
+    assert [d for d in done if d[1] == "restart"] == [("a", "restart"), ("b", "restart")]
+    assert kept.closed and env.kept == {} and env.state["restarts"] == 1
+    assert lines == ["restart 1 for --set log_checkpoints=on shared_buffers=16MB: a, b in 0.0 s (cold shared buffers)"]
+    done.clear()
+    guc.apply_server_settings(env, case("16MB", "on", "1MB"))    # a session setting only: nothing
+    assert done == []
+    guc.apply_server_settings(env, case("16MB", "off"))          # a sighup one: a reload, no restart
+    assert ("a", "SELECT pg_reload_conf") in done and not any(d[1] == "restart" for d in done)
+    done.clear()
+    guc.apply_server_settings(env, case("32MB", "off"))
+    assert done.count(("a", "ALTER")) == 1 and ("b", "restart") in done and env.state["restarts"] == 2
+    assert env.state["in_force"] == {"log_checkpoints": "off", "shared_buffers": "32MB"}
+
+
+def test_session_settings_and_fdw_knobs_go_on_the_foreign_server():
+    from pgpathbench.servers import fdw
+    env = StudyEnv(options(), "15", None, None, print,
+                   {"server_settings": {"work_mem": {"context": "user"}, "enable_sort": {"context": "user"},
+                                        "log_checkpoints": {"context": "sighup"}}})
+    case = Case("fdw-overhead", (("pg", "15"), ("fdw.fetch_size", "100"), ("set.enable_sort", "off"),
+                                 ("set.log_checkpoints", "on"), ("set.work_mem", "64kB")))
+    assert fdw.case_options(env, case) == {"fetch_size": "100", "options": "-c enable_sort=off -c work_mem=64kB"}
+    assert fdw.case_options(env, Case("x", (("pg", "15"),))) == {}

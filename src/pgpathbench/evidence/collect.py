@@ -15,8 +15,8 @@ from typing import Callable, Iterator, Sequence
 import psycopg
 
 from .proc_cpu import group_ticks, read_stat, ticks_to_ms
-from .snapshots import MARK, READERS, STATEMENTS_LIMIT, counter_deltas, server_version_num, statement_deltas, \
-    statement_totals
+from .snapshots import MARK, READERS, STATEMENTS_LIMIT, counter_deltas, read_settings, server_version_num, \
+    statement_deltas, statement_totals
 from .waits import Sampler, reason
 
 SETTLE_TIMEOUT_S = 2.0     # how long the case's backends get to exit (and report their stats)
@@ -34,6 +34,7 @@ class Watched:
     connect: Callable[[], psycopg.Connection]   # a new autocommit connection to a maintenance database
     postmaster_pid: int | None                  # None: the host's processes are not visible
     databases: tuple[str, ...]                  # the databases whose activity the case causes
+    settings: tuple[str, ...] = ()              # server settings read with the after-snapshot (--set's)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class _Snapshot:
     settle_ms: float | None = None
     settled: bool | None = None
     taken_at: object = None           # the server's clock at the snapshot
+    settings: dict | None = None      # Watched.settings as a new session sees them
 
 
 def _open(w: Watched) -> psycopg.Connection:
@@ -96,6 +98,15 @@ def _read_sections(conn: psycopg.Connection, w: Watched, snap: _Snapshot, missin
                 snap.sections[section] = read(conn, snap.version, w.databases)
         except Exception as e:
             missing.setdefault(f"{w.role}.{section}", reason(e))
+
+
+def _read_settings(conn: psycopg.Connection, w: Watched, snap: _Snapshot, missing: dict) -> None:
+    if not w.settings:
+        return
+    try:
+        snap.settings = read_settings(conn, w.settings)
+    except Exception as e:
+        missing[f"{w.role}.settings"] = reason(e)
 
 
 def _wait_exit(pid: int | None) -> None:
@@ -155,6 +166,7 @@ def _after(w: Watched, missing: dict, ours: list[int], since, deadline: float) -
             except Exception:
                 pass  # the sections below record what is wrong with this connection
             _read_sections(conn, w, snap, missing, before=False)
+            _read_settings(conn, w, snap, missing)
             # Read while our backend lives: a live child we can leave out.
             _read_cpu(w, snap, missing, [snap.pid])
         finally:
@@ -183,6 +195,8 @@ def _server_data(before: _Snapshot, after: _Snapshot, sampler: Sampler) -> dict:
                          "system": ticks_to_ms(max(0, after.cpu[1] - before.cpu[1] - own[1]))}
     if sampler.error is None:
         out["waits"] = sampler.result()
+    if after.settings is not None:
+        out["settings"] = after.settings
     return out
 
 

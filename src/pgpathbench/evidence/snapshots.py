@@ -102,6 +102,12 @@ def read_evictions(conn: psycopg.Connection, version: int, databases: Sequence[s
     return {"dealloc": int(conn.execute(f"{MARK}SELECT dealloc FROM {schema}.pg_stat_statements_info").fetchone()[0])}
 
 
+def read_settings(conn: psycopg.Connection, names: Sequence[str]) -> dict[str, str]:
+    """NAME -> its value as SHOW gives it: server-wide settings (sighup, postmaster) in force."""
+    return dict(conn.execute(MARK + "SELECT name, current_setting(name) FROM unnest(%s::text[]) name",
+                             (list(names),)).fetchall())
+
+
 READERS = {"database": read_database, "io": read_io, "wal": read_wal, "statements": read_statements,
            "evictions": read_evictions}
 

@@ -1,14 +1,14 @@
-"""A managed PostgreSQL cluster: init, configure, start, stop, connect.
+"""A managed PostgreSQL cluster: init, configure, start, restart, stop, connect.
 
 Never as root: data, socket and log directories belong to an unprivileged user. The server
-listens on 127.0.0.1 only, on a free port found at start; its unix socket sits in a private
-0700 directory (trust there, since only its owner can reach it); TCP needs a generated password
-(scram-sha-256) kept 0600 beside the data, and a 0600 password file in libpq's format beside it
-(`passfile`). No conninfo of ours holds the password: a client gets it from that file, named by
-PGPASSFILE in its environment (`client_env`) or by libpq's `passfile` keyword in-process, so that
-it never appears on a command line (/proc/PID/cmdline is world-readable; a 0600 file is not). The
-postmaster is our child with PDEATHSIG=SIGINT, so
-a fast shutdown follows the tool wherever it dies.
+listens on 127.0.0.1 only, on a free port found at start and kept by restart(); its unix socket
+sits in a private 0700 directory (trust there, since only its owner can reach it); TCP needs a
+generated password (scram-sha-256) kept 0600 beside the data, and a 0600 password file in libpq's
+format beside it (`passfile`). No conninfo of ours holds the password: a client gets it from that
+file, named by PGPASSFILE in its environment (`client_env`) or by libpq's `passfile` keyword
+in-process, so that it never appears on a command line (/proc/PID/cmdline is world-readable; a
+0600 file is not). The postmaster is our child with PDEATHSIG=SIGINT, so a fast shutdown follows
+the tool wherever it dies.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from .binaries import PgBinaries
 SUPERUSER = "pgpathbench"
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
+RESTART_BIND_TRIES = 5
 MAX_SOCKET_DIR = 107 - len("/.s.PGSQL.65535") - 1  # sun_path is 108 bytes with its NUL
 
 
@@ -161,18 +162,37 @@ class Cluster:
         self.stop_orphan()
         for attempt in range(5):
             self.port = free_port()
-            self._write_settings()
-            log = open(self.logfile, "ab")
-            self.user.chown(self.logfile)
-            self._proc = self.user.spawn([str(self.bins.path("postgres")), "-D", str(self.data)],
-                                         netns=self.netns["netns"] if self.netns else None,
-                                         stdout=log, stderr=subprocess.STDOUT)
-            log.close()
-            if self._wait_ready():
+            if self._launch():
                 return self
             if "could not bind" not in self.log_tail():  # a port race is retried, anything else is not
                 break
         raise RuntimeError(f"server {self.name} did not start; log {self.logfile}:\n{self.log_tail()}")
+
+    def restart(self) -> "Cluster":
+        """Stop and start again on the same port and network stack (what ALTER SYSTEM of a
+        postmaster setting needs): foreign servers, links and conninfos made since name the port."""
+        if self.port is None:
+            raise RuntimeError(f"server {self.name} was never started")
+        self.stop()
+        for attempt in range(RESTART_BIND_TRIES):
+            if self._launch():
+                return self
+            if "could not bind" not in self.log_tail():
+                break
+            time.sleep(0.5)   # the port is still held (by a process of someone else: we give up soon)
+        raise RuntimeError(f"server {self.name} did not restart on port {self.port}; log {self.logfile}:\n"
+                           f"{self.log_tail()}")
+
+    def _launch(self) -> bool:
+        """The postmaster spawned on self.port (in its namespace, if any); whether it became ready."""
+        self._write_settings()
+        log = open(self.logfile, "ab")
+        self.user.chown(self.logfile)
+        self._proc = self.user.spawn([str(self.bins.path("postgres")), "-D", str(self.data)],
+                                     netns=self.netns["netns"] if self.netns else None,
+                                     stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        return self._wait_ready()
 
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -3,6 +3,10 @@
 Every study that reaches a server through postgres_fdw builds its objects here, so that options
 (fetch_size, async_capable, use_remote_estimate...) and credentials are handled in one place.
 The password goes into the user mapping (that is where postgres_fdw reads it), never into a log.
+Before each measurement a study puts its case's options in force on its foreign servers in one
+call (set_case_options): the --fdw-option knobs, and the --set session settings as libpq's
+`options`, the only way a setting reaches the sessions postgres_fdw opens on the remote server
+(PGOPTIONS and SET reach our own sessions only).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from typing import Callable, Mapping, Sequence
 import psycopg
 from psycopg import sql
 
-from ..matrix import KnobFamily, positive_int
+from ..matrix import Case, KnobFamily, positive_int
+from . import guc
 
 
 def _boolean(v: str) -> str:
@@ -76,6 +81,50 @@ def set_server_options(conn: psycopg.Connection, server: str, options: Mapping[s
     conn.execute(sql.SQL("ALTER SERVER {} OPTIONS ({})").format(sql.Identifier(server), sql.SQL(", ").join(
         sql.SQL("{} {} {}").format(sql.SQL("SET" if k in have else "ADD"), sql.Identifier(k),
                                    sql.Literal(option_value(k, v))) for k, v in options.items())))
+
+
+def case_options(env, case: Case) -> dict[str, str]:
+    """What a case wants on its foreign servers: its --fdw-option knobs, and its --set session
+    settings as libpq's `options` (`-c NAME=VALUE ...`; postgres_fdw accepts every libpq keyword
+    but user, password and a few it sets itself). postgres_fdw then SETs search_path, TimeZone,
+    DateStyle, IntervalStyle and extra_float_digits in every remote session: --set cannot vary
+    those there."""
+    settings = guc.session(env, case)
+    return {**case.knobs(FAMILY), **({"options": guc.pgoptions(settings)} if settings else {})}
+
+
+def set_case_options(env, case: Case, cluster, db: str, servers: Sequence[str],
+                     kept: Sequence[psycopg.Connection] = ()) -> None:
+    """case_options() on each foreign server of `cluster`'s database `db` whose options in force
+    differ (ALTER SERVER): new sessions (pgbench's) connect with them. Then `kept`, every session
+    a study keeps in `db` that uses `servers`, is primed: postgres_fdw drops a session's remote
+    connection to a changed server at its next transaction, and a session made anew (after a
+    restart) has none, so connecting would otherwise fall in the next measurement's timing."""
+    wanted = case_options(env, case)
+    in_force = env.state.setdefault("fdw_options_in_force", {})
+    changed = [s for s in servers if wanted and in_force.get((cluster.name, db, s)) != wanted]
+    if changed:
+        with cluster.connect(db) as conn:
+            for server in changed:
+                set_server_options(conn, server, wanted)
+                in_force[(cluster.name, db, server)] = wanted
+    for conn in kept:
+        prime(conn, servers)
+
+
+def prime(conn: psycopg.Connection, servers: Sequence[str]) -> None:
+    """The session's remote connection to each of `servers` it has none of, or an invalidated one,
+    made now: one row of one of the server's foreign tables."""
+    schema = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
+                          "WHERE extname = 'postgres_fdw'").fetchone()[0]
+    # Its transaction takes in other sessions' ALTER SERVER first: a changed server's is not valid.
+    live = {r[0] for r in conn.execute(sql.SQL("SELECT server_name FROM {}.postgres_fdw_get_connections() "
+                                               "WHERE valid").format(sql.SQL(schema)))}
+    for server in (s for s in servers if s not in live):
+        row = conn.execute("SELECT ft.ftrelid::regclass::text FROM pg_foreign_table ft JOIN pg_foreign_server s "
+                           "ON s.oid = ft.ftserver WHERE s.srvname = %s LIMIT 1", (server,)).fetchone()
+        if row is not None:   # regclass's text: a name quoted as SQL needs it
+            conn.execute(sql.SQL("SELECT FROM {} LIMIT 1").format(sql.SQL(row[0])))
 
 
 def _options(options: Mapping[str, object]) -> sql.Composable:

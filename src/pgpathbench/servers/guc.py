@@ -2,23 +2,32 @@
 
 Checked before anything is written (check()): the name against `postgres --describe-config`
 of the binaries at hand (every GUC of the major, with its context and type: no server needed),
-its context (what --set can vary without a restart), and each value's form for booleans and
-numbers. The server itself has the last word, in prepare (verify()): the name in its
-pg_settings, each value accepted (set_config in a transaction rolled back, or ALTER SYSTEM SET
-then RESET) - a refusal is a UserError naming the option, the run failed with nothing measured.
+its context (what --set can vary), and each value's form for booleans and numbers. The server
+itself has the last word, in prepare (verify()): the name in its pg_settings, each value accepted
+(set_config in a transaction rolled back, or ALTER SYSTEM SET then RESET, which checks a value's
+form and range; a postmaster setting the machine cannot honour, huge_pages=on without huge pages,
+fails at the first restart, with the server's log) - a refusal is a UserError naming the option,
+the run failed with nothing measured.
 
 Applied per case, by context:
 - user, superuser (SESSION): in the case's own sessions: PGOPTIONS `-c NAME=VALUE` for the
   programs a study runs (pgbench, the native clients, psql: session_env()), SET (set_config)
-  on the in-process connections a study keeps (set_session()).
-- sighup (RELOAD): ALTER SYSTEM SET on every managed server of the major, pg_reload_conf(),
-  and a wait until new sessions see it (apply_reload(), before each measurement that differs).
-- postmaster (a restart), backend contexts (fixed at connection start) and internal ones are
-  refused, one line naming the setting and its context.
+  on the in-process connections a study keeps (set_session()), and libpq's `options` on the
+  study's foreign servers for the sessions postgres_fdw opens (fdw.set_case_options()).
+- sighup (RELOAD) and postmaster (RESTART): ALTER SYSTEM SET on every managed server of the
+  major before each measurement whose values differ from those in force, then pg_reload_conf()
+  and a wait until new sessions see them, or, when a postmaster setting changed, a restart of
+  every one on its own port (apply_server_settings()). The case measured after a restart reads
+  cold shared buffers and caches: said in the run's log before the first measurement, and in
+  the Setup facts. The rounds' shuffled order is kept (fewer restarts would cost honest
+  interleaving). Kept connections are closed before a restart (StudyEnv.close_kept()).
+- backend contexts (fixed at connection start) and internal ones are refused, one line naming
+  the setting and its context.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -35,15 +44,19 @@ from ..matrix import NOT_APPLICABLE, Case, KnobFamily
 
 SESSION = ("user", "superuser")
 RELOAD = ("sighup",)
+RESTART = ("postmaster",)
 REFUSED = {
-    "postmaster": "it needs a server restart, which --set does not do",
     "backend": "it is fixed when a session starts",
     "superuser-backend": "it is fixed when a session starts",
     "internal": "it cannot be changed",
 }
-HOW = {"user": "per session: PGOPTIONS -c for the programs run, SET on kept connections",
-       "superuser": "per session (as superuser): PGOPTIONS -c for the programs run, SET on kept connections",
-       "sighup": "ALTER SYSTEM SET and pg_reload_conf() on every managed server, before each measurement"}
+_SESSIONS = ("PGOPTIONS -c for the programs run, SET on kept connections, libpq options -c on the foreign "
+             "servers (postgres_fdw's remote sessions)")
+HOW = {"user": f"per session: {_SESSIONS}",
+       "superuser": f"per session (as superuser): {_SESSIONS}",
+       "sighup": "ALTER SYSTEM SET and pg_reload_conf() on every managed server, before each measurement",
+       "postmaster": "ALTER SYSTEM SET and a restart of every managed server (same port) before each measurement "
+                     "whose value differs: that measurement reads cold shared buffers"}
 _NAME = re.compile(r"[a-z_][a-z0-9_.]*")
 _VALUE = re.compile(r"[A-Za-z0-9_.+:/-]+")
 _BOOL = {"on", "off", "true", "false", "yes", "no", "1", "0"}
@@ -64,7 +77,8 @@ def _any_name(name: str) -> Callable[[str], str]:
 
 
 FAMILY = KnobFamily("set", "--set", "a server setting as a knob dimension: NAME=V1,V2 (sessions get it by "
-                    "PGOPTIONS or SET; sighup settings by ALTER SYSTEM and a reload)", {},
+                    "PGOPTIONS or SET; sighup settings by ALTER SYSTEM and a reload, postmaster ones by a "
+                    "restart between cases)", {},
                     any_name=_any_name, example="work_mem")
 
 
@@ -98,7 +112,7 @@ def refusal(name: str, context: str) -> str | None:
     if why is None:
         return None
     return (f"--set {name}: a {context} setting ({why}); leave it out: --set varies settings of contexts "
-            "user, superuser and sighup only")
+            "user, superuser, sighup and postmaster only")
 
 
 def check(options, bins) -> None:
@@ -116,7 +130,7 @@ def check(options, bins) -> None:
             if "." not in name and major in options.dims.get("pg", (major,)):
                 # --describe-config leaves out internal settings and those of connection start-up.
                 raise UserError(f"--set: unknown setting '{name}' for PostgreSQL {major}; see SHOW ALL "
-                                "(--set takes settings of contexts user, superuser and sighup)")
+                                "(--set takes settings of contexts user, superuser, sighup and postmaster)")
             continue
         message = refusal(name, guc.context)
         if message:
@@ -187,21 +201,53 @@ def set_session(conn: psycopg.Connection, env, case: Case) -> None:
         conn.execute("SELECT set_config(%s, %s, false)", (name, value))
 
 
-def apply_reload(env, case: Case) -> None:
-    """The case's sighup settings on every managed server of the major, when they differ from
-    those in force: ALTER SYSTEM SET, pg_reload_conf(), and new sessions see them."""
+def server_wide(env, case: Case) -> dict[str, str]:
+    """The case's sighup and postmaster settings, {NAME: VALUE}: in force on every managed server."""
     ctx = contexts(env)
-    wanted = {n: v for n, v in case.knobs(FAMILY).items() if ctx.get(n) in RELOAD and v != NOT_APPLICABLE}
-    if not wanted or env.state.get("reloaded") == wanted:
+    return {n: v for n, v in case.knobs(FAMILY).items() if ctx.get(n) in RELOAD + RESTART and v != NOT_APPLICABLE}
+
+
+def apply_server_settings(env, case: Case) -> None:
+    """The case's sighup and postmaster settings on every managed server of the major, when they
+    differ from those in force (env.state["in_force"]): ALTER SYSTEM SET, then a reload, or a
+    restart when a postmaster setting changed (the sighup ones come with it)."""
+    in_force = env.state.setdefault("in_force", {})
+    changed = {n: v for n, v in server_wide(env, case).items() if in_force.get(n) != v}
+    if not changed:
         return
-    for cluster in env.servers.clusters():
+    restart = any(contexts(env)[n] in RESTART for n in changed)
+    clusters = env.servers.clusters()
+    for cluster in clusters:
         with cluster.connect() as conn:
-            for n, v in wanted.items():
+            for n, v in changed.items():
                 conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(_ident(n), sql.Literal(v)))
             since = conn.execute("SELECT now()").fetchone()[0]
-            conn.execute("SELECT pg_reload_conf()")
-        _wait_reloaded(cluster, since)
-    env.state["reloaded"] = wanted
+            if not restart:
+                conn.execute("SELECT pg_reload_conf()")
+        if not restart:
+            _wait_reloaded(cluster, since)
+    if restart:
+        _restart(env, clusters, changed)
+    in_force.update(changed)
+
+
+def _restart(env, clusters, changed: Mapping[str, str]) -> None:
+    """Every managed server of the major restarted on its port, counted and said in the log. The
+    connections studies keep would be ended by it: closed first, made again by the next case."""
+    env.close_kept()
+    t0 = time.monotonic()
+    for cluster in clusters:
+        cluster.restart()
+    n = env.state["restarts"] = env.state.get("restarts", 0) + 1
+    env.log(f"restart {n} for --set {' '.join(f'{k}={v}' for k, v in changed.items())}: "
+            f"{', '.join(c.name for c in clusters)} in {time.monotonic() - t0:.1f} s (cold shared buffers)")
+
+
+def watch_settings(env, watched: list) -> list:
+    """The evidence's servers (evidence.Watched), each told to read the run's sighup and
+    postmaster settings with its after-snapshot: what was in force during the measurement."""
+    names = tuple(n for n, c in contexts(env).items() if c in RELOAD + RESTART)
+    return [dataclasses.replace(w, settings=names) for w in watched] if names else watched
 
 
 def _wait_reloaded(cluster, since, timeout_s: float = 10.0) -> None:
@@ -224,4 +270,8 @@ def prepare(env) -> dict:
         return {}
     with clusters[0].connect() as conn:
         env.state["server_settings"] = verify(conn, env.options, env.major)
+    restarting = [n for n, c in contexts(env).items() if c in RESTART]
+    if restarting:   # the plan, before the first measurement: what a restart does to the next one
+        env.log(f"--set: restart between cases for {', '.join(restarting)} (every managed server of PostgreSQL "
+                f"{env.major}, same port; cold shared buffers after each restart)")
     return {"server_settings": env.state["server_settings"]}

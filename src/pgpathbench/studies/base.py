@@ -10,8 +10,11 @@ the run header, failed measurements and the environment.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
+
+import psycopg
 
 from ..evidence import Watched
 from ..matrix import Case, Dimension, KnobFamily, Parameter, Preset
@@ -100,13 +103,32 @@ class StudyOptions:
 @dataclass
 class StudyEnv:
     """What a study works with during a session, for one PostgreSQL major: its options, the
-    major's binaries and servers, a log line, and its own handles between calls (`state`)."""
+    major's binaries and servers, a log line, its own handles between calls (`state`), and the
+    connections it keeps across measurements (kept_connection)."""
     options: StudyOptions
     major: str
     bins: PgBinaries
     servers: ServerScope
     log: Callable[[str], None]
     state: dict = field(default_factory=dict)
+    kept: dict = field(default_factory=dict)
+
+    def kept_connection(self, key, connect: Callable[[], psycopg.Connection]) -> psycopg.Connection:
+        """A connection kept across measurements (its set-up is not what is measured), made by
+        `connect` on first use, and again once lost or closed by close_kept(). Every connection a
+        study keeps comes from here, so that a server restart (--set of a postmaster setting)
+        closes them all in one place and none is found broken by the next measurement."""
+        conn = self.kept.get(key)
+        if conn is None or conn.closed:
+            conn = self.kept[key] = connect()
+        return conn
+
+    def close_kept(self) -> None:
+        """Every kept connection closed (before the servers restart); made again at next use."""
+        for conn in self.kept.values():
+            with contextlib.suppress(Exception):
+                conn.close()
+        self.kept.clear()
 
 
 @dataclass

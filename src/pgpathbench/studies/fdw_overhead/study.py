@@ -194,12 +194,10 @@ class FdwOverhead(Declared):
         if case["target"] != "local" and evidence_on(env.options) and source.managed:
             # The earlier measurements' entries out of the way: this one's must not be evicted.
             source.execute("postgres", "SELECT pg_stat_statements_reset()")
-        knobs = case.knobs(fdw.FAMILY)
-        if knobs:
-            # The case's postgres_fdw options in force for pgbench's (new) sessions.
+        if case["target"] != "local":
+            # The case's postgres_fdw options and --set session settings in force for pgbench's (new) sessions.
             cluster, db = env.state["targets"][(case["target"], case["latency"])]
-            with cluster.connect(db) as conn:
-                fdw.set_server_options(conn, SERVER, knobs)
+            fdw.set_case_options(env, case, cluster, db, [SERVER])
 
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
         """The server pgbench connects to, and the source behind a foreign table."""

@@ -65,7 +65,7 @@ from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import guc
 from ...servers.cluster import SUPERUSER, Cluster
-from ...servers.fdw import create_server
+from ...servers.fdw import create_server, set_case_options
 from ...servers.paths import NetworkPath
 from ..base import Declared, Setup, StudyEnv, StudyOptions
 from . import checks, report, spec
@@ -138,7 +138,8 @@ class FileFdwTpch(Declared):
                        "queries": list(shape.queries), "cores": CORES, **generated()}
         create_objects(main, workers, files, shape)
         facts.update(load_and_analyze(main, workers, files, shape, env.log))
-        conns = {side: connect(main, *side, shape.timeout) for side in shape.sides}
+        conns = {side: env.kept_connection(side, lambda side=side: connect(main, *side, shape.timeout))
+                 for side in shape.sides}
         facts["settings"] = settings_facts(shape, bool(workers))
         plans = checks.explain(conns, shape)
         t0 = time.monotonic()
@@ -150,7 +151,7 @@ class FileFdwTpch(Declared):
         if duck.get("checked"):
             tools["duckdb"] = duck["version"]
         facts["plans"] = {f"{q}:{st}:{la}": v for (q, la, st), v in plans.items()}
-        env.state.update(conns=conns, main=main, workers=workers, sizes=files.sizes(), shape=shape, plans=plans, answers=digests)
+        env.state.update(main=main, workers=workers, sizes=files.sizes(), shape=shape, plans=plans, answers=digests)
         return Setup(tools, facts)
 
     # -- one measurement --------------------------------------------------------------------
@@ -166,6 +167,9 @@ class FileFdwTpch(Declared):
         the sorts its plan does under them (EXPLAIN ANALYZE: the evidence that they took effect)."""
         conn = side_connection(env, case)
         guc.set_session(conn, env, case)
+        if case["layout"] == "scaleout":   # and on the workers' sessions postgres_fdw opens (both sides')
+            set_case_options(env, case, env.state["main"], DB, worker_servers(len(env.state["workers"])),
+                             kept=[side_connection(env, {"layout": "scaleout", "storage": st}) for st in STORAGES])
         sorts = env.state.setdefault("sort_methods", {})
         if case.knobs(guc.FAMILY) and case.case_id not in sorts:
             try:
@@ -274,16 +278,18 @@ def start_servers(env: StudyEnv, shape: Shape) -> tuple[Cluster, list[Cluster]]:
     return main, workers
 
 
-def side_connection(env: StudyEnv, case: Case) -> psycopg.Connection:
+def worker_servers(n: int) -> list[str]:
+    """The coordinator's foreign servers, one per scale-out instance."""
+    return [f"worker{k}" for k in range(1, n + 1)]
+
+
+def side_connection(env: StudyEnv, case: Mapping[str, str]) -> psycopg.Connection:
     """The kept connection of the case's (layout, storage), made again if it was lost."""
     st, key = env.state, (case["layout"], case["storage"])
-    conn = st["conns"].get(key)
-    if conn is None or conn.closed:
-        try:
-            conn = st["conns"][key] = connect(st["main"], *key, st["shape"].timeout)
-        except psycopg.Error as e:
-            raise CaseError(f"cannot connect: {str(e).strip()}") from None
-    return conn
+    try:
+        return env.kept_connection(key, lambda: connect(st["main"], *key, st["shape"].timeout))
+    except psycopg.Error as e:
+        raise CaseError(f"cannot connect: {str(e).strip()}") from None
 
 
 def connect(cluster: Cluster, layout: str, storage: str, timeout: int) -> psycopg.Connection:
@@ -351,8 +357,7 @@ def create_objects(main: Cluster, workers: list[Cluster], files: TpchFiles, shap
     with main.connect(DB) as conn:
         for stmt in main_ddl(files, shape, bounds):
             conn.execute(stmt)
-        for k, w in enumerate(workers):
-            server = f"worker{k + 1}"
+        for k, (w, server) in enumerate(zip(workers, worker_servers(len(workers)))):
             create_server(conn, server, w.tcp_host, w.port, DB, SUPERUSER, w.password, POSTGRES_FDW_OPTIONS)
             for table in PARTITIONED:
                 for st in STORAGES:

@@ -123,8 +123,13 @@ class RemoteSampling(Declared):
 
     # -- one measurement --------------------------------------------------------------------
     def before_measure(self, env: StudyEnv, case: Case) -> None:
-        # The case's --set session settings on the kept connection it runs on (SET).
-        guc.set_session(_connection(env, *self._where(env, case, _through_fdw(case))), env, case)
+        # The case's --set session settings on the kept connection it runs on (SET), and through the
+        # FDW on the remote sessions too (the foreign server's options).
+        through_fdw = _through_fdw(case)
+        conn = _connection(env, *self._where(env, case, through_fdw))
+        guc.set_session(conn, env, case)
+        if through_fdw:
+            fdw.set_case_options(env, case, *self._where(env, case, True), [FDW_SERVER], kept=[conn])
         if case["test"] == "analyze" and case["analyze_sampling"] != "local":
             _source(env).execute("SELECT pg_stat_statements_reset()")   # ANALYZE's remote SQL is read back
 
@@ -329,8 +334,4 @@ def _source(env: StudyEnv) -> psycopg.Connection:
 
 def _connection(env: StudyEnv, cluster, db: str) -> psycopg.Connection:
     """One connection per database, kept: connection set-up is not what is measured."""
-    conns = env.state.setdefault("connections", {})
-    key = (cluster.name, db)
-    if key not in conns or conns[key].closed:
-        conns[key] = cluster.connect(db)
-    return conns[key]
+    return env.kept_connection((cluster.name, db), lambda: cluster.connect(db))
