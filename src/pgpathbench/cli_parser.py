@@ -18,6 +18,7 @@ from .errors import UserError
 from .matrix import Preset
 from .servers.topology import require_proxy
 from .studies import STUDIES
+from .results.convergence import MIN_ROUNDS
 from .studies.base import StudyOptions
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -236,6 +237,9 @@ def study_options(study, args: argparse.Namespace) -> StudyOptions:
         raise UserError("no cases left after exclusions (e.g. --workload rw only allows targets other than "
                         "fdw_external_ro); widen --workload or --target")
     _check_links(study, options, args)
+    if options.params.get("until_ci") is not None and options.repeat < MIN_ROUNDS:
+        raise UserError(f"--until-ci: a case stops after {MIN_ROUNDS} rounds at the earliest, and --repeat is "
+                        f"{options.repeat}; give --repeat {MIN_ROUNDS * 5} (the most rounds a case may take)")
     return options
 
 

@@ -40,6 +40,12 @@ class ProgressReporter:
             self.console.print(f"[{self.done}/{self.total}] round {round_no} {case_id}: {headline}",
                                highlight=False, emoji=False)
 
+    def skipped(self, n: int) -> None:
+        """n measurements the run will not make after all (cases converged: --until-ci)."""
+        self.total -= n
+        if self._bar is not None:
+            self._bar.update(self._task, total=self.total)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()

@@ -37,7 +37,8 @@ from .servers.topology import Servers
 from .servers.user import UserDsn
 from .store import ResultsStore
 from .studies import get as get_study
-from .studies.base import StudyEnv, StudyOptions, evidence_on
+from .results.convergence import converged_cases
+from .studies.base import StudyEnv, StudyOptions, evidence_on, until_ci
 from .workspace import Workspace
 
 
@@ -197,7 +198,8 @@ class Runner:
                 if todo:
                     envs = self._prepare(study, options, servers, run_id, session, fingerprint, clock)
                     self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo))
-                    self._measure_all(study, envs, servers, todo, run_id, session, clock)
+                    self._measure_all(study, envs, servers, self._rounds(study, options, cases, run_id, seed),
+                                      run_id, session, clock)
                     self.progress.close()
         except Interrupted as e:
             self.progress.close()
@@ -249,15 +251,32 @@ class Runner:
                 raise _Stopped(f"server {', '.join(dead)} died {when}") from None
             raise
 
-    def _measure_all(self, study, envs: dict[str, StudyEnv], servers: Servers, todo: list, run_id: str,
+    def _rounds(self, study, options: StudyOptions, cases: list, run_id: str, seed: int):
+        """Each round and the cases it still measures, in its shuffled order: those without a stored
+        measurement; with --until-ci, of the cases not yet converged (decided as the round begins,
+        from what is stored, so that a resumed run decides alike)."""
+        target = until_ci(options)
+        for round_no in range(1, options.repeat + 1):
+            done = self.store.done(run_id)
+            todo = [c for c in round_order(cases, seed, round_no) if (study.name, c.case_id, round_no) not in done]
+            if target is not None and todo:
+                closed = converged_cases(self.store.result(run_id), study.primary_metric, target)
+                skipped = [c for c in todo if c.case_id in closed]
+                if skipped:
+                    self.progress.skipped(len(skipped))
+                    todo = [c for c in todo if c.case_id not in closed]
+            yield round_no, todo
+
+    def _measure_all(self, study, envs: dict[str, StudyEnv], servers: Servers, rounds, run_id: str,
                      session: int, clock: _Clock) -> None:
-        for i, (round_no, case) in enumerate(todo):
-            if i == 0 or todo[i - 1][0] != round_no:
-                self._between_rounds(servers, study, run_id, round_no, "before", session)
-            self._measure_one(study, envs[case["pg"]], servers, run_id, round_no, case, session, clock)
-            check_interrupted()
-            if i + 1 == len(todo) or todo[i + 1][0] != round_no:
-                self._between_rounds(servers, study, run_id, round_no, "after", session)
+        for round_no, todo in rounds:
+            if not todo:
+                continue
+            self._between_rounds(servers, study, run_id, round_no, "before", session)
+            for case in todo:
+                self._measure_one(study, envs[case["pg"]], servers, run_id, round_no, case, session, clock)
+                check_interrupted()
+            self._between_rounds(servers, study, run_id, round_no, "after", session)
 
     def _measure_one(self, study, env: StudyEnv, servers: Servers, run_id: str, round_no: int, case,
                      session: int, clock: _Clock) -> None:

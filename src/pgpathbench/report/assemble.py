@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..results.convergence import MIN_ROUNDS, convergence_rows
 from ..results.model import RunResult
 from ..stats import format_number, outliers
 from . import Plot, Table, evidence, knobs
@@ -87,15 +88,34 @@ def study_section(run: RunResult, studies) -> StudySection:
     study = studies[run.study_name]
     return StudySection(run.study_name, study.title,
                         study.report(run.study) + knobs.tables(run.study, study) + evidence.tables(run.study)
-                        + [t for t in (settings_table(run),) if t is not None],
+                        + run_option_tables(run, study),
                         study.plots(run.study) + knobs.plots(run.study, study) + evidence.plots(run.study))
+
+
+def run_option_tables(run: RunResult, study) -> list[Table]:
+    """What the run's options did: --set's settings, --until-ci's rounds per case."""
+    return [t for t in (settings_table(run), convergence_table(run, study)) if t is not None]
+
+
+def convergence_table(run: RunResult, study) -> Table | None:
+    """--until-ci: how many rounds each case took, and whether its interval reached the target."""
+    (options,) = run.options.get("studies", [{}])
+    pct = (options.get("params") or {}).get("until_ci")
+    if pct is None:
+        return None
+    rows = convergence_rows(run, study.primary_metric, pct)
+    done = sum(1 for r in rows if r[-1] == "yes")
+    return Table(f"Adaptive repetition (--until-ci {pct:g}%): {done} of {len(rows)} cases converged",
+                 ["case", "rounds", f"{study.primary_metric} 95% CI half-width", "converged"], rows,
+                 notes=[f"A case stops once the 95% CI of its median {study.primary_metric} lies within {pct:g}% of "
+                      f"the median, after at least {MIN_ROUNDS} rounds; 'no' means --repeat ran out first."])
 
 
 def tables(run: RunResult, studies) -> list[Table]:
     """Every table of a run's report, in order: header, studies (with their evidence), shared tables."""
     study = studies[run.study_name]
     out = [run_table(run), *study.report(run.study), *knobs.tables(run.study, study), *evidence.tables(run.study),
-           *[t for t in (settings_table(run),) if t is not None]]
+           *run_option_tables(run, study)]
     return out + [t for t in (outliers_table(run, studies), failures_table(run)) if t is not None]
 
 

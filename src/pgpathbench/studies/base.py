@@ -16,7 +16,9 @@ from typing import Any, Callable, Mapping, Protocol
 
 import psycopg
 
+from .. import validate
 from ..evidence import Watched
+from ..results.convergence import MIN_ROUNDS
 from ..matrix import Case, Dimension, KnobFamily, Parameter, Preset
 from ..metrics import Metric
 from ..report import Plot, Table
@@ -65,6 +67,22 @@ EVIDENCE = Parameter("evidence", "collect each measurement's evidence: what the 
 
 def evidence_on(options: "StudyOptions") -> bool:
     return options.params.get("evidence", "on") == "on"   # runs stored before it existed collected none
+
+
+# Shared by every study: adaptive repetition. A case stops being measured once its primary metric's
+# 95% interval lies within PCT% of its median, after MIN_ROUNDS (the first count whose median interval
+# covers 95%: 6 rounds; with 5 the min..max covers 93.75%), and up to --repeat rounds.
+def _until_ci(text: str) -> float:
+    return validate.percent(text, maximum=100)
+
+
+UNTIL_CI = Parameter("until_ci", f"adaptive repetition: stop measuring a case once the 95% CI of its primary "
+                     f"metric lies within PCT% of its median (at least {MIN_ROUNDS} rounds, at most --repeat); "
+                     "rounds stay interleaved over the cases still open", _until_ci)
+
+
+def until_ci(options: "StudyOptions") -> float | None:
+    return options.params.get("until_ci")
 
 
 BANDWIDTH = Parameter("bandwidth", "bandwidth limit of emulated links, each direction (e.g. 1gbit, 100mbit)",

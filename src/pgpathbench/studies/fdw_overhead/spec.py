@@ -19,7 +19,7 @@ from ...metrics import catalogue
 from ...servers import fdw
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
-from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, knob_families
+from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
 REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
@@ -120,6 +120,7 @@ PARAMETERS = {
                            "repeatable-read"),
     "bandwidth": BANDWIDTH,
     "evidence": EVIDENCE,
+    "until_ci": UNTIL_CI,
     "script": Parameter("script", "FILE[@WEIGHT]: your own pgbench script, run through local and every FDW "
                         "target instead of the builtin ones (repeatable: a weighted mix, as pgbench -f; "
                         "the workload is named script:NAME)", scripts, repeatable=True),

@@ -11,7 +11,7 @@ from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
 from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
-from ..base import NOT_YET, Role, Vocabulary, PG, EVIDENCE, knob_families
+from ..base import NOT_YET, Role, Vocabulary, PG, EVIDENCE, UNTIL_CI, knob_families
 
 LAYOUTS = ("single", "partitioned", "scaleout")
 STORAGES = ("regular", "foreign")
@@ -171,6 +171,7 @@ PARAMETERS = {
                             f"layout (default: cores, here {CORES})", parse_partitions, CORES),
     "timeout": Parameter("timeout", "statement timeout of one query, seconds", parse_timeout, 3600),
     "evidence": EVIDENCE,
+    "until_ci": UNTIL_CI,
     **user_queries.parameters(tpch_name, "SQL over the TPC-H tables, run on both storages and every layout, its "
                               "answer checked equal across them", inline=False),
 }

@@ -20,7 +20,7 @@ from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools.spawn import process_figures as spawn_figures, process_metrics
-from ..base import NOT_YET, Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, knob_families
+from ..base import NOT_YET, Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
 
 INTERFACES = ("libpq", "odbc", "jdbc", "psycopg")
 SEED_IFNAME = {"libpq": "libpq", "odbc": "ODBC", "jdbc": "JDBC", "psycopg": "psycopg"}
@@ -176,6 +176,7 @@ PARAMETERS = {
                          parse_positive("seconds"), 3600),
     "bandwidth": BANDWIDTH,
     "evidence": EVIDENCE,
+    "until_ci": UNTIL_CI,
     **user_queries.parameters(lambda name: name in QUERIES, "run by every client, method and transport as "
                               "--sqlstrat NAME:once, or as --sqlstrat names it; checked against psql's COPY"),
 }

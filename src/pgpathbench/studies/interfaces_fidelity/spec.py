@@ -15,7 +15,7 @@ from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...stats import Summary
-from ..base import NOT_YET, Role, Vocabulary, PG, EVIDENCE, knob_families
+from ..base import NOT_YET, Role, Vocabulary, PG, EVIDENCE, UNTIL_CI, knob_families
 from ..interfaces.spec import CLIENT, DEFAULT_JVM_OPTIONS, LOCAL_ROLE, PROCESS, parse_jvm_options, parse_positive, \
     parse_rows
 
@@ -45,6 +45,7 @@ PARAMETERS = {
     "timeout": Parameter("timeout", "seconds one run may take before it is killed", parse_positive("seconds"),
                          3600),
     "evidence": EVIDENCE,
+    "until_ci": UNTIL_CI,
 }
 PRESETS = {
     "quick": Preset("quick", "t10m 200k rows (55 MB), loop x 2000, 6 rounds (tests)", 6,

@@ -12,7 +12,7 @@ import re
 from ... import validate
 from ...matrix import Dimension, Preset
 from ...metrics import Metric, catalogue
-from ..base import NOT_YET, Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, knob_families
+from ..base import NOT_YET, Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
 from ...servers.paths import DIRECT
 
 NA = "-"   # the value of a dimension the case's test does not have
@@ -109,7 +109,7 @@ DIMENSIONS = {
     "latency": LATENCY,
     "pg": PG,
 }
-PARAMETERS = {"bandwidth": BANDWIDTH, "evidence": EVIDENCE}
+PARAMETERS = {"bandwidth": BANDWIDTH, "evidence": EVIDENCE, "until_ci": UNTIL_CI}
 # quick: target 100 samples 30,000 rows of 100k (a sample size within a few percent: TABLESAMPLE
 # SYSTEM draws whole pages) and all of 10k, as the earlier quick's only sampled point did; the
 # whole-table targets and fraction 1 (every row, as full) are left to the larger presets.
