@@ -28,7 +28,7 @@ from .evidence import collected
 from .errors import CaseError, Interrupted, RunFailed, UserError
 from .matrix import round_order
 from .procs import pid_alive
-from .progress import ProgressReporter, headline
+from .progress import ProgressReporter, format_duration, headline
 from .results.fingerprint import Fingerprint
 from .results.model import MODEL_VERSION
 from .servers import binaries, guc, user, user_checks
@@ -37,7 +37,7 @@ from .servers.topology import Servers
 from .servers.user import UserDsn
 from .store import ResultsStore
 from .studies import get as get_study
-from .results.convergence import converged_cases
+from .results.convergence import MIN_ROUNDS, converged_cases
 from .studies.base import StudyEnv, StudyOptions, evidence_on, until_ci
 from .workspace import Workspace
 
@@ -189,6 +189,7 @@ class Runner:
         done = self.store.done(run_id)
         todo = [(r, c) for r in range(1, options.repeat + 1) for c in round_order(cases, seed, r)
                 if (study.name, c.case_id, r) not in done]
+        self.progress.log(_plan(study, options, cases, len(todo)))
         fingerprint = Fingerprint(machine=host_fingerprint())
         session = self.store.start_session(run_id, fingerprint.to_json())
         clock = _Clock()
@@ -197,7 +198,8 @@ class Runner:
                                                   log=self.progress.log, user_dsns=self.user_dsns) as servers:
                 if todo:
                     envs = self._prepare(study, options, servers, run_id, session, fingerprint, clock)
-                    self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo))
+                    self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo),
+                                    [c.case_id for _, c in todo])
                     self._measure_all(study, envs, servers, self._rounds(study, options, cases, run_id, seed),
                                       run_id, session, clock)
                     self.progress.close()
@@ -261,10 +263,8 @@ class Runner:
             todo = [c for c in round_order(cases, seed, round_no) if (study.name, c.case_id, round_no) not in done]
             if target is not None and todo:
                 closed = converged_cases(self.store.result(run_id), study.primary_metric, target)
-                skipped = [c for c in todo if c.case_id in closed]
-                if skipped:
-                    self.progress.skipped(len(skipped))
-                    todo = [c for c in todo if c.case_id not in closed]
+                self.progress.closed(closed)
+                todo = [c for c in todo if c.case_id not in closed]
             yield round_no, todo
 
     def _measure_all(self, study, envs: dict[str, StudyEnv], servers: Servers, rounds, run_id: str,
@@ -277,6 +277,7 @@ class Runner:
                 self._measure_one(study, envs[case["pg"]], servers, run_id, round_no, case, session, clock)
                 check_interrupted()
             self._between_rounds(servers, study, run_id, round_no, "after", session)
+            self.progress.log(f"round {round_no} done; the rest: about {format_duration(self.progress.remaining_s())}")
 
     def _measure_one(self, study, env: StudyEnv, servers: Servers, run_id: str, round_no: int, case,
                      session: int, clock: _Clock) -> None:
@@ -336,3 +337,16 @@ class Runner:
         summary = {"last_session": session, **extra}
         with contextlib.suppress(Exception):  # the run's record must not mask why we stop
             self.store.finish_run(run_id, status, summary)
+
+
+def _plan(study, options: StudyOptions, cases: list, todo: int) -> str:
+    """What the run will measure, and how long that should take when the study can say."""
+    each = study.expected_measurement_s(options)
+    adaptive = until_ci(options) is not None
+    line = (f"plan: {todo} measurements ({len(cases)} cases x {options.repeat} rounds"
+            + (f", fewer once cases converge: at least {MIN_ROUNDS} rounds each" if adaptive else "") + ")")
+    if each is None:
+        return line + "; how long: known after the first round (see each round's line)"
+    low = min(todo, len(cases) * MIN_ROUNDS) if adaptive else todo
+    span = format_duration(low * each) + (f" to {format_duration(todo * each)}" if low < todo else "")
+    return line + f"; about {span} of measurements ({each:.0f} s each), servers and data apart"

@@ -186,6 +186,10 @@ class FdwOverhead(Declared):
         return targets
 
     # -- one measurement --------------------------------------------------------------------
+    def expected_measurement_s(self, options: StudyOptions) -> float:
+        """pgbench -T, and about a second around it: its start, the evidence, the store."""
+        return int(options.params["duration"]) + 1.0
+
     def before_measure(self, env: StudyEnv, case: Case) -> None:
         source = env.state["source"]
         if case["workload"] == "rw":
