@@ -24,7 +24,7 @@ from .studies.base import StudyOptions
 FORMATS = ("table", "markdown", "csv", "json")
 COMMAND_NAMES = ("run", "studies", "runs", "report", "export", "compare", "doctor", "clean")
 _ARGV: list[str] = []        # what the last parse_args was given, for error messages
-_KNOWN: set[str] = set()     # every option string of every parser
+_KNOWN: dict[tuple[str, ...], set[str]] = {}   # (command[, study]) -> the option strings it takes
 _FIX = re.compile(r"choose|give|see |use |write |leave|name a|create|drop|add |'pgpathbench")
 
 
@@ -43,7 +43,8 @@ class Parser(argparse.ArgumentParser):
         return parsed
 
     def error(self, message: str):
-        unknown = [a.split("=", 1)[0] for a in _ARGV if a.startswith("--") and a.split("=", 1)[0] not in _KNOWN]
+        known = _KNOWN.get(tuple(_ARGV[:2]), _KNOWN.get(tuple(_ARGV[:1]), _KNOWN.get((), set())))
+        unknown = [a.split("=", 1)[0] for a in _ARGV if a.startswith("--") and a.split("=", 1)[0] not in known]
         if unknown:   # the cause of whatever argparse says next (`run --work /tmp`: "invalid choice '/tmp'")
             raise UserError(unrecognized(unknown, " ".join(self.prog.split()[:3]) + " --help"))
         if message.startswith("the following arguments are required: COMMAND"):
@@ -195,16 +196,18 @@ def build_parser() -> Parser:
     c = sub.add_parser("clean", help="stop and remove every managed server and its data")
     _common(c)
     c.add_argument("--all", action="store_true", help="also remove the results cluster and its stored runs")
-    _KNOWN.update(_option_strings(parser))
+    _KNOWN.update(_options_by_command(parser))
     return parser
 
 
-def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
-    found = set(parser._option_string_actions)
+def _options_by_command(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict:
+    """(command[, study]) -> the options that command takes: `run --server` is unknown until a study
+    that takes it is named, so the error names it rather than whatever argparse says next."""
+    found = {path: set(parser._option_string_actions)}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found |= _option_strings(sub)
+            for name, sub in action.choices.items():
+                found.update(_options_by_command(sub, (*path, name)))
     return found
 
 

@@ -41,7 +41,8 @@ def _common(prefix: list[str], checked_later: bool = True) -> list[tuple[list[st
         ([*prefix, "--server-user", ""], "--server-user"),
         ([*prefix, "--server-user", f"source=host=x password={SECRET}"], "--server-user"),
         ([*prefix, "--pg-bindir", ""], "--pg-bindir"),
-        ([*prefix, "--server", f"source=host=x password={SECRET}"], "--server"),   # no abbreviation
+        # no abbreviation of --server-user; where --server is an option, a DSN without ROLE=
+        ([*prefix, "--server", f"host=x password={SECRET}"], "--server"),
         ([*prefix, "--work", "/tmp"], "--work"),
         ([*prefix, "--bogus"], "--bogus"),
         ([*prefix, f"--bogus={SECRET}"], "--bogus"),

@@ -180,3 +180,21 @@ def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_ro
     assert_user_error(res, message, untouched=ws)
     assert "wrong" not in res.stderr and "-pw" not in res.stderr
     assert _ours(src) == [] and src.foreign_statements() == []
+
+
+def test_doctor_checks_a_user_server(servers, workspace_root):
+    src, ext = servers
+    ws = workspace_root / "ws-user-doctor"
+    res = pgpathbench("doctor", "--server", f"source={src.dsn()} password={src.password()}",
+                      "--server", f"external={ext.dsn()} password={ext.password()}", workspace=ws)
+    text = " ".join(res.stdout.split())
+    assert "as app, no TLS" in text and "as app, TLS" in text, res.stdout
+    for role in ("source", "external"):
+        for check in ("createdb", "postgres_fdw"):
+            assert f"server {role}: {check} ok" in text, res.stdout
+        assert f"server {role}: round trip ok median" in text
+    assert src.password() not in res.stdout + res.stderr and ext.password() not in res.stdout + res.stderr
+    bad = pgpathbench("doctor", "--server", f"source={src.dsn()} password=wrong-pw", workspace=ws)
+    assert bad.returncode == 1 and "MISSING" in bad.stdout
+    assert "password authentication failed" in " ".join(bad.stdout.split())
+    assert "wrong-pw" not in bad.stdout + bad.stderr
