@@ -272,11 +272,11 @@ class Runner:
         for round_no, todo in rounds:
             if not todo:
                 continue
-            self._between_rounds(servers, study, run_id, round_no, "before", session)
+            self._between_rounds(servers, study, envs, run_id, round_no, "before", session)
             for case in todo:
                 self._measure_one(study, envs[case["pg"]], servers, run_id, round_no, case, session, clock)
                 check_interrupted()
-            self._between_rounds(servers, study, run_id, round_no, "after", session)
+            self._between_rounds(servers, study, envs, run_id, round_no, "after", session)
             self.progress.log(f"round {round_no} done; the rest: about {format_duration(self.progress.remaining_s())}")
 
     def _measure_one(self, study, env: StudyEnv, servers: Servers, run_id: str, round_no: int, case,
@@ -307,11 +307,12 @@ class Runner:
                            "(recorded as failed)")
 
 
-    def _between_rounds(self, servers: Servers, study, run_id: str, round_no: int, phase: str, session: int) -> None:
+    def _between_rounds(self, servers: Servers, study, envs: dict[str, StudyEnv], run_id: str, round_no: int,
+                        phase: str, session: int) -> None:
         """Probe every link, and check no one changed a proxy's toxics: a round measured through a
         changed link is void (its measurements marked failed) and the run stops."""
         with self._servers_watched(servers, f"{phase} round {round_no}"):
-            self._probe(servers, run_id, round_no, phase, session)
+            self._probe(servers, study, envs, run_id, round_no, phase, session)
         changed = servers.check_links()
         if not changed:
             return
@@ -319,9 +320,11 @@ class Runner:
         voided = self.store.void_round(run_id, study.name, round_no, session, reason) if phase == "after" else 0
         raise _Stopped(reason + (f"; the round's {voided} measurements are marked failed" if voided else ""))
 
-    def _probe(self, servers: Servers, run_id: str, round_no: int, phase: str, session: int) -> None:
-        """Round trips of every link before and after each round: results are read against them."""
-        probes = servers.probe_links()
+    def _probe(self, servers: Servers, study, envs: dict[str, StudyEnv], run_id: str, round_no: int, phase: str,
+               session: int) -> None:
+        """Round trips of every link before and after each round, and the study's own probes (an
+        FDW hop): results are read against them."""
+        probes = servers.probe_links() + [p for env in envs.values() for p in study.probe(env)]
         if probes:
             self.store.add_probes(run_id, round_no, phase, session, probes)
             if phase == "before":

@@ -97,6 +97,13 @@ def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspac
     assert counted and all(4 <= c < 8 for c in counted), counted
     assert all(m["evidence"]["servers"]["source"]["evictions"]["dealloc"] > 0
                for m in remote if "remote_statements_per_txn" not in m["metrics"])
+    # The real link from here, and the FDW hop from the external server, probed every round.
+    probes = {}
+    for p in run["link_probes"]:
+        probes.setdefault(p["link"], []).append(p["rtt_median_ms"])
+    assert set(probes) == {"pg15_source_0ms", "pg15_source_0ms+fdw_scan"} and len(probes["pg15_source_0ms"]) == 4
+    # A foreign scan takes postgres_fdw's several round trips over the same path.
+    assert min(probes["pg15_source_0ms+fdw_scan"]) > min(probes["pg15_source_0ms"])
     text = json.dumps(run)   # the fingerprint of each user server, read from SQL
     assert '"user_source"' in text and '"user_external"' in text and '"user_server": true' in text
 

@@ -294,16 +294,23 @@ def _toxic_text(toxics: list[dict]) -> str:
 def measure_rtt(conninfo: str, n: int = 200, passfile: Path | None = None, password: str | None = None) -> dict:
     """Round-trip time of one connection: n timed `SELECT 1` (one network round trip each); passfile:
     libpq's password file holding the server's password (Cluster.passfile)."""
-    times = []
     extra = {"passfile": str(passfile)} if passfile is not None else {}
     if password is not None:   # in-process only, as a keyword: never in a conninfo shown anywhere
         extra["password"] = password
-    with psycopg.connect(conninfo, autocommit=True, **extra) as conn, conn.cursor() as cur:
-        for i in range(n + 10):  # the first few warm up the connection and the plan cache
+    with psycopg.connect(conninfo, autocommit=True, **extra) as conn:
+        return time_statement(conn, "SELECT 1", n)
+
+
+def time_statement(conn: psycopg.Connection, statement: str, n: int, warmup: int = 10) -> dict:
+    """n timed runs of a one-row statement on `conn` after `warmup` untimed ones (the connection's
+    and the plan cache's first costs): median, p95 and min in ms."""
+    times = []
+    with conn.cursor() as cur:
+        for i in range(n + warmup):
             t0 = time.perf_counter()
-            cur.execute("SELECT 1")
+            cur.execute(statement)
             cur.fetchone()
-            if i >= 10:
+            if i >= warmup:
                 times.append((time.perf_counter() - t0) * 1000)
     times.sort()
     return {"median_ms": statistics.median(times), "p95_ms": times[min(n - 1, round(0.95 * (n - 1)))],

@@ -18,7 +18,7 @@ from ...stats import Summary, linear_fit, ratio_summary, summarise
 from ...matrix import NOT_APPLICABLE
 from ...servers.fdw import FAMILY
 from ...tools.pgbench import PROTOCOLS
-from .spec import REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
+from .spec import HOP, REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
 
 DEFAULT_PROTOCOL = "simple"   # pgbench's default -M, what runs before --protocol ran
 LEGACY_MAJOR = "15"   # runs stored before majors were a dimension ran 15 and named links without it
@@ -106,7 +106,22 @@ def tables(result: StudyResult) -> list[Table]:
            _ratio_table(cases, rtt)]
     if len({k.latency for k, _ in cases}) > 1:
         out.append(_rtt_cost_table(cases, result))
-    return out + [t for t in (_remote_table(cases), _retries_table(cases), _client_cost_table(cases)) if t is not None]
+    return out + [t for t in (_hop_table(rtt), _remote_table(cases), _retries_table(cases), _client_cost_table(cases))
+                  if t is not None]
+
+
+def _hop_table(rtt: dict[str, float]) -> Table | None:
+    """The FDW hop per path: a one-row foreign scan from the external server beside the round trip."""
+    rows = [[path.removesuffix(HOP), rtt.get(path.removesuffix(HOP)), scan,
+             scan / rtt[path.removesuffix(HOP)] if rtt.get(path.removesuffix(HOP)) else None]
+            for path, scan in sorted(rtt.items()) if path.endswith(HOP)]
+    if not rows:
+        return None
+    return Table("The FDW hop: a one-row foreign scan from the external server",
+                 ["Path", "Round trip from here, ms", "Foreign scan, ms", "Scan / round trip"], rows,
+                 ["Medians of the probes before and after every round: SELECT 1 from this machine through the path, "
+                  "and on the external server a one-row SELECT of a foreign table (postgres_fdw's transaction and "
+                  "cursor round trips over the same path, and its own work)."])
 
 
 def _remote_table(cases: Cases) -> Table | None:

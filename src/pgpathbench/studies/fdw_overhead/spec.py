@@ -28,6 +28,7 @@ TARGET_LABEL = {"local": "local", "fdw_local": "FDW_local", "fdw_external": "FDW
 ISOLATIONS = {"repeatable-read": "repeatable read", "read-committed": "read committed",
               "serializable": "serializable"}
 SOURCE_ROLE = "source"    # the role (and database) holding the pgbench tables
+HOP = "+fdw_scan"         # a probe's link name: <path id>+fdw_scan, a one-row foreign scan over that path
 
 
 def whole_seconds(v: str) -> int:

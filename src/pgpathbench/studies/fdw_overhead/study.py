@@ -52,14 +52,17 @@ from ...results.model import StudyResult
 from ...servers import fdw, guc
 from ...servers.cluster import Cluster
 from ...servers.user import UserServer
+from ...servers.network import time_statement
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
 from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested
 from . import report as study_report, spec
-from .spec import ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
+from .spec import HOP, ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 
 Server = Cluster | UserServer   # a managed server or the user's (--server ROLE=DSN)
-SERVER = "source_server"    # the foreign server, in every database with foreign tables
+SERVER = "source_server"
+# The FDW hop probe (probe()): stored beside the links' round trips as <path id>+fdw_scan (spec.HOP).
+HOP_SCAN, HOP_SCANS = "SELECT abalance FROM pgbench_accounts WHERE aid = 1", 20    # the foreign server, in every database with foreign tables
 # pg_stat_statements on every server: what postgres_fdw sent to the source is evidence (evidence/).
 # Room for one measurement's statements: on 15 each DECLARE CURSOR keeps its constant (one entry
 # per account read), and an entry evicted during a measurement takes its calls with it.
@@ -186,6 +189,17 @@ class FdwOverhead(Declared):
         return targets
 
     # -- one measurement --------------------------------------------------------------------
+    def probe(self, env: StudyEnv) -> list[dict]:
+        """The FDW hop from the external server to the source, per path: a one-row foreign scan
+        (postgres_fdw's cursor and transaction round trips over the path), timed on the external."""
+        out = []
+        for (target, latency), (cluster, db) in env.state["targets"].items():
+            if target == "fdw_external":
+                with cluster.connect(db) as conn:
+                    timing = time_statement(conn, HOP_SCAN, HOP_SCANS, warmup=3)
+                out.append({"link": NetworkPath(env.major, SOURCE_ROLE, latency).id + HOP, **timing})
+        return out
+
     def expected_measurement_s(self, options: StudyOptions) -> float:
         """pgbench -T, and about a second around it: its start, the evidence, the store."""
         return int(options.params["duration"]) + 1.0
