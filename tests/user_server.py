@@ -216,6 +216,12 @@ class UserServer:
     def connect(self, user: str = APP, dbname: str = USERDB, **kw) -> psycopg.Connection:
         return psycopg.connect(self.dsn(user, dbname), password=self._passwords[user], autocommit=True, **kw)
 
+    def ours(self, prefix: str = "pgpathbench") -> list[str]:
+        """The databases whose names start with the tool's prefix (none before or after a run)."""
+        with self.connect(DBA, "postgres") as c:
+            return [r[0] for r in c.execute("SELECT datname FROM pg_database WHERE starts_with(datname, %s)",
+                                            (prefix,))]
+
     def user_data_fingerprint(self) -> tuple[int, str]:
         """(rows, md5 of every row in id order) of userdb's accounts, read as dba."""
         with self.connect(DBA, USERDB) as c:
@@ -297,6 +303,13 @@ class UserServer:
                     f"UNION SELECT proname FROM pg_proc JOIN pg_namespace n ON n.oid = pronamespace WHERE {_USERS}")}
         except psycopg.OperationalError:
             return set()                    # gone: nothing of the user's left to read there
+
+
+def use_passfile(monkeypatch, path: Path, *servers: UserServer) -> None:
+    """The servers' passwords (app's and dba's) in one libpq password file at `path`, named by
+    PGPASSFILE for the rest of the test (its lines are per host:port)."""
+    _write_private(path, "".join(s.pgpass_file.read_text() for s in servers))
+    monkeypatch.setenv("PGPASSFILE", str(path))
 
 
 def _free_port(address: str) -> int:
