@@ -26,6 +26,7 @@ creates itself (CREATE DATABASE copies template1; databases that exist already a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -38,7 +39,7 @@ import time
 from decimal import Decimal
 from hashlib import md5
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import psycopg
 from psycopg import sql
@@ -246,6 +247,14 @@ class UserServer:
                                       f"ON n.oid = relnamespace WHERE {_USERS} ORDER BY 1")}
         return found
 
+    def assert_as_found(self, known_before: dict) -> None:
+        """After a run: the user's rows and catalog (known_objects() before it) as they were, no
+        database of the tool left, no statement of its login outside its own databases."""
+        assert self.user_data_fingerprint() == expected_fingerprint()
+        assert self.known_objects() == known_before
+        assert self.ours() == []
+        assert self.foreign_statements() == []
+
     def mark_log(self) -> None:
         """statements_log() starts here (start() marks the end of the fixture's own set-up)."""
         self._log_mark = self.logfile.stat().st_size
@@ -303,6 +312,15 @@ class UserServer:
                     f"UNION SELECT proname FROM pg_proc JOIN pg_namespace n ON n.oid = pronamespace WHERE {_USERS}")}
         except psycopg.OperationalError:
             return set()                    # gone: nothing of the user's left to read there
+
+
+@contextlib.contextmanager
+def source_and_external(root: Path) -> Iterator[tuple[UserServer, UserServer]]:
+    """The two servers of a user's the issue 12 tests run against: on 127.0.0.2 (scram,
+    pg_stat_statements in template1) and on 127.0.0.3 (TLS only, verify-full)."""
+    with UserServer(root, "src", "127.0.0.2", pg_stat_statements=True) as src, \
+            UserServer(root, "ext", "127.0.0.3", ssl=True) as ext:
+        yield src, ext
 
 
 def use_passfile(monkeypatch, path: Path, *servers: UserServer) -> None:

@@ -18,15 +18,13 @@ import time
 import pytest
 
 from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps, spawn_pgpathbench
-from user_server import UserServer, expected_fingerprint, use_passfile
+from user_server import UserServer, expected_fingerprint, source_and_external, use_passfile
 
 
 @pytest.fixture(scope="module")
 def servers(workspace_root):
-    root = workspace_root / "user-servers"
-    with UserServer(root, "src", "127.0.0.2", pg_stat_statements=True) as src, \
-            UserServer(root, "ext", "127.0.0.3", ssl=True) as ext:
-        yield src, ext
+    with source_and_external(workspace_root / "user-servers") as pair:
+        yield pair
 
 
 def _args(src: UserServer, ext: UserServer, *extra: str) -> list[str]:
@@ -65,10 +63,7 @@ def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspac
 
     # The user's servers as found: rows, catalog, and no statement of ours outside our databases.
     for s in servers:
-        assert s.user_data_fingerprint() == expected_fingerprint()
-        assert s.known_objects() == before[s.dsn()]
-        assert s.ours() == []
-        assert s.foreign_statements() == []
+        s.assert_as_found(before[s.dsn()])
     assert json.loads((ws / "user-objects.json").read_text()) == []
 
     # No password anywhere we write or show, nor on any command line during the run.

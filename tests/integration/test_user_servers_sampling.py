@@ -18,7 +18,7 @@ import re
 import pytest
 
 from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps
-from user_server import UserServer, expected_fingerprint, use_passfile
+from user_server import UserServer, source_and_external, use_passfile
 
 pytestmark = pytest.mark.integration
 
@@ -30,10 +30,8 @@ TABLESAMPLE = {"system": "TABLESAMPLE SYSTEM", "bernoulli": "TABLESAMPLE BERNOUL
 
 @pytest.fixture(scope="module")
 def servers(workspace_root):
-    root = workspace_root / "user-servers-sampling"
-    with UserServer(root, "src", "127.0.0.2", pg_stat_statements=True) as src, \
-            UserServer(root, "ext", "127.0.0.3", ssl=True) as ext:
-        yield src, ext
+    with source_and_external(workspace_root / "user-servers-sampling") as pair:
+        yield pair
 
 
 def _stats_reset(server: UserServer) -> str:
@@ -51,10 +49,7 @@ def _run(ws, *args: str, users: tuple[UserServer, ...]):
     res, cmdlines = run_watching_ps("run", "remote-sampling", *QUICK, *args, workspace=ws)
     assert res.returncode == 0, res.stderr[-3000:]
     for s in users:
-        assert s.user_data_fingerprint() == expected_fingerprint()
-        assert s.known_objects() == before[s.dsn()]
-        assert s.ours() == []
-        assert s.foreign_statements() == []
+        s.assert_as_found(before[s.dsn()])
     assert json.loads((ws / "user-objects.json").read_text()) == []
     run = report_json(ws)
     for m in run["measurements"]:
