@@ -26,6 +26,7 @@ creates itself (CREATE DATABASE copies template1; databases that exist already a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -38,7 +39,7 @@ import time
 from decimal import Decimal
 from hashlib import md5
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import psycopg
 from psycopg import sql
@@ -216,6 +217,12 @@ class UserServer:
     def connect(self, user: str = APP, dbname: str = USERDB, **kw) -> psycopg.Connection:
         return psycopg.connect(self.dsn(user, dbname), password=self._passwords[user], autocommit=True, **kw)
 
+    def ours(self, prefix: str = "pgpathbench") -> list[str]:
+        """The databases whose names start with the tool's prefix (none before or after a run)."""
+        with self.connect(DBA, "postgres") as c:
+            return [r[0] for r in c.execute("SELECT datname FROM pg_database WHERE starts_with(datname, %s)",
+                                            (prefix,))]
+
     def user_data_fingerprint(self) -> tuple[int, str]:
         """(rows, md5 of every row in id order) of userdb's accounts, read as dba."""
         with self.connect(DBA, USERDB) as c:
@@ -239,6 +246,14 @@ class UserServer:
                     "relations": q(c, "SELECT nspname || '.' || relname FROM pg_class JOIN pg_namespace n "
                                       f"ON n.oid = relnamespace WHERE {_USERS} ORDER BY 1")}
         return found
+
+    def assert_as_found(self, known_before: dict) -> None:
+        """After a run: the user's rows and catalog (known_objects() before it) as they were, no
+        database of the tool left, no statement of its login outside its own databases."""
+        assert self.user_data_fingerprint() == expected_fingerprint()
+        assert self.known_objects() == known_before
+        assert self.ours() == []
+        assert self.foreign_statements() == []
 
     def mark_log(self) -> None:
         """statements_log() starts here (start() marks the end of the fixture's own set-up)."""
@@ -297,6 +312,22 @@ class UserServer:
                     f"UNION SELECT proname FROM pg_proc JOIN pg_namespace n ON n.oid = pronamespace WHERE {_USERS}")}
         except psycopg.OperationalError:
             return set()                    # gone: nothing of the user's left to read there
+
+
+@contextlib.contextmanager
+def source_and_external(root: Path) -> Iterator[tuple[UserServer, UserServer]]:
+    """The two servers of a user's the issue 12 tests run against: on 127.0.0.2 (scram,
+    pg_stat_statements in template1) and on 127.0.0.3 (TLS only, verify-full)."""
+    with UserServer(root, "src", "127.0.0.2", pg_stat_statements=True) as src, \
+            UserServer(root, "ext", "127.0.0.3", ssl=True) as ext:
+        yield src, ext
+
+
+def use_passfile(monkeypatch, path: Path, *servers: UserServer) -> None:
+    """The servers' passwords (app's and dba's) in one libpq password file at `path`, named by
+    PGPASSFILE for the rest of the test (its lines are per host:port)."""
+    _write_private(path, "".join(s.pgpass_file.read_text() for s in servers))
+    monkeypatch.setenv("PGPASSFILE", str(path))
 
 
 def _free_port(address: str) -> int:

@@ -198,10 +198,14 @@ class Runner:
                                                   log=self.progress.log, user_dsns=self.user_dsns) as servers:
                 if todo:
                     envs = self._prepare(study, options, servers, run_id, session, fingerprint, clock)
-                    self.progress.start(study.name, len(cases) * options.repeat, len(cases) * options.repeat - len(todo),
-                                    [c.case_id for _, c in todo])
-                    self._measure_all(study, envs, servers, self._rounds(study, options, cases, run_id, seed),
-                                      run_id, session, clock)
+                    try:
+                        self.progress.start(study.name, len(cases) * options.repeat,
+                                            len(cases) * options.repeat - len(todo), [c.case_id for _, c in todo])
+                        self._measure_all(study, envs, servers, self._rounds(study, options, cases, run_id, seed),
+                                          run_id, session, clock)
+                    finally:   # out of a user's databases before they are dropped (before 13, none may be in)
+                        for env in envs.values():
+                            env.close_kept()
                     self.progress.close()
         except Interrupted as e:
             self.progress.close()

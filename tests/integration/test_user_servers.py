@@ -13,30 +13,18 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench, report_json, spawn_pgpathbench
-from user_server import UserServer, expected_fingerprint
+from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps, spawn_pgpathbench
+from user_server import UserServer, expected_fingerprint, source_and_external, use_passfile
 
 
 @pytest.fixture(scope="module")
 def servers(workspace_root):
-    root = workspace_root / "user-servers"
-    with UserServer(root, "src", "127.0.0.2", pg_stat_statements=True) as src, \
-            UserServer(root, "ext", "127.0.0.3", ssl=True) as ext:
-        yield src, ext
-
-
-def _passfile(monkeypatch, root: Path, *servers: UserServer) -> None:
-    """The servers' passwords in one libpq password file named by PGPASSFILE (lines are per host:port)."""
-    path = root / "pgpass"
-    path.write_text("".join(s.pgpass_file.read_text() for s in servers))
-    path.chmod(0o600)
-    monkeypatch.setenv("PGPASSFILE", str(path))
+    with source_and_external(workspace_root / "user-servers") as pair:
+        yield pair
 
 
 def _args(src: UserServer, ext: UserServer, *extra: str) -> list[str]:
@@ -44,41 +32,14 @@ def _args(src: UserServer, ext: UserServer, *extra: str) -> list[str]:
             "--server", f"source={src.dsn()} password={src.password()}", "--server", f"external={ext.dsn()}", *extra]
 
 
-def _ours(server: UserServer) -> list[str]:
-    with server.connect("dba", "postgres") as conn:
-        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'pgpathbench%'")]
-
-
-def _run(args: list[str], ws: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """The CLI run to its end, with every process's command line sampled meanwhile."""
-    proc = spawn_pgpathbench(*args, workspace=ws)
-    seen = []
-    while proc.poll() is None:   # every process but the user's own command (whose DSN holds a password)
-        seen += [c for c in _cmdlines() if "pgpathbench.cli" not in c]
-        time.sleep(0.2)
-    out, err = proc.communicate()
-    return subprocess.CompletedProcess(args, proc.returncode, out, err), seen
-
-
-def _cmdlines() -> list[str]:
-    found = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                found.append((p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-            except OSError:
-                pass
-    return found
-
-
 def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspace_root, monkeypatch):
     src, ext = servers
     ws = workspace_root / "ws-user-run"
-    _passfile(monkeypatch, workspace_root, ext)   # the external's password by a file, the source's in its DSN
+    use_passfile(monkeypatch, workspace_root / "pgpass", ext)   # the external's password by a file, the source's in its DSN
     before = {s.dsn(): s.known_objects() for s in servers}
     src.mark_log()
     ext.mark_log()
-    res, cmdlines = _run(_args(src, ext), ws)
+    res, cmdlines = run_watching_ps(*_args(src, ext), workspace=ws)
     assert res.returncode == 0, res.stderr
     assert "warning: --server source: its DSN holds a password" in res.stderr
     secrets = [src.password(), ext.password()]
@@ -109,10 +70,7 @@ def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspac
 
     # The user's servers as found: rows, catalog, and no statement of ours outside our databases.
     for s in servers:
-        assert s.user_data_fingerprint() == expected_fingerprint()
-        assert s.known_objects() == before[s.dsn()]
-        assert _ours(s) == []
-        assert s.foreign_statements() == []
+        s.assert_as_found(before[s.dsn()])
     assert json.loads((ws / "user-objects.json").read_text()) == []
 
     # No password anywhere we write or show, nor on any command line during the run.
@@ -129,21 +87,21 @@ def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspac
 def test_a_killed_run_is_cleaned_from_the_user_servers(servers, workspace_root, monkeypatch):
     src, ext = servers
     ws = workspace_root / "ws-user-kill"
-    _passfile(monkeypatch, workspace_root, src, ext)   # clean reads the recorded DSNs, without passwords
+    use_passfile(monkeypatch, workspace_root / "pgpass", src, ext)   # clean reads the recorded DSNs, without passwords
     for sig in (signal.SIGTERM, signal.SIGKILL):
         proc = spawn_pgpathbench(*_args(src, ext, "--repeat", "30"), workspace=ws)
         _wait_for_round(proc)
-        assert _ours(src) and _ours(ext)
+        assert src.ours() and ext.ours()
         proc.send_signal(sig)
         proc.communicate(timeout=120)
         if sig == signal.SIGTERM:   # the run dropped its databases itself
-            assert _ours(src) == [] and _ours(ext) == []
+            assert src.ours() == [] and ext.ours() == []
             continue
-        assert _ours(src) and _ours(ext), "SIGKILL leaves them: clean's work"
+        assert src.ours() and ext.ours(), "SIGKILL leaves them: clean's work"
         res = pgpathbench("clean", workspace=ws)
         assert res.returncode == 0, res.stderr
         assert "dropped database pgpathbench_" in res.stdout
-        assert _ours(src) == [] and _ours(ext) == []
+        assert src.ours() == [] and ext.ours() == []
     for s in servers:
         assert s.user_data_fingerprint() == expected_fingerprint()
 
@@ -186,7 +144,7 @@ def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_ro
         res = pgpathbench("run", "fdw-overhead", "--preset", "quick", *args, workspace=ws)
     assert_user_error(res, message, untouched=ws)
     assert "wrong" not in res.stderr and "-pw" not in res.stderr
-    assert _ours(src) == [] and src.foreign_statements() == []
+    assert src.ours() == [] and src.foreign_statements() == []
 
 
 def test_doctor_checks_a_user_server(servers, workspace_root):

@@ -172,3 +172,24 @@ def test_terminal_tables_fit_120_columns():
             render.to_terminal([table], Console(file=out, width=width))
             lines.append(len(out.getvalue().splitlines()))
         assert lines[0] == lines[1], f"'{table.title}' wraps at 120 columns"
+
+
+def test_a_user_external_is_checked_by_its_own_version_not_by_pg():
+    # --pg labels the managed servers; a user's external runs ANALYZE with its own postgres_fdw.
+    user = StudyOptions(STUDY.name, "quick", 3, {"servers": {"external": "host=db2"}},
+                        {**STUDY.default_dims, "pg": ("15",)})
+    assert STUDY.cases(user)
+    old, new = (dataclasses.make_dataclass("Facts", ["version_num"])(v) for v in (150004, 160002))
+    with pytest.raises(UserError, match="^--server external: its postgres_fdw \\(PostgreSQL 15\\) has no analyze_sampling"):
+        STUDY.check_user_servers(user, {"external": old})
+    STUDY.check_user_servers(user, {"external": new, "source": old})
+    local_off = dataclasses.replace(user, dims={**user.dims, "analyze_sampling": ("local", "off")})
+    STUDY.check_user_servers(local_off, {"external": old})
+
+
+def test_analyze_remote_sql_is_the_select_of_the_table_among_what_ran():
+    ran = [{"query": "FETCH 100 FROM c1", "calls": 30},
+           {"query": "SELECT stats FROM pg_stat_statements WHERE query ILIKE '%t_10k%'", "calls": 2},
+           {"query": "DECLARE c1 CURSOR FOR\n SELECT id, a FROM public.t_10k TABLESAMPLE SYSTEM(30)", "calls": 1}]
+    assert study.analyze_remote_sql(ran, "t_10k") == "DECLARE c1 CURSOR FOR SELECT id, a FROM public.t_10k TABLESAMPLE SYSTEM(30)"
+    assert study.analyze_remote_sql(ran[:1], "t_10k") is None

@@ -146,6 +146,24 @@ def create_server(conn: psycopg.Connection, name: str, host: str, port: int, dbn
         sql.Identifier(name), _options({"user": user, "password": password})))
 
 
+def reach(conn: psycopg.Connection, name: str, remote, db: str, address: tuple[str, int]) -> None:
+    """create_server() `name` in conn's database, reaching the database a study calls `db` on
+    `remote` (a managed server or the user's) at `address`: remote.fdw_target() gives its real
+    name, the login, its password and the DSN's TLS options."""
+    options, user, password = remote.fdw_target(db)
+    create_server(conn, name, *address, options.pop("dbname"), user, password, options)
+
+
+def warn_logged_password(log: Callable[[str], None], server) -> None:
+    """A user's server that logs DDL, where we may not turn that off, logs the remote password with
+    CREATE USER MAPPING (postgres_fdw keeps it there): said before it happens."""
+    with server.connect() as conn:
+        if logs_statements(conn) and conn.info.parameter_status("is_superuser") != "on":
+            log(f"warning: the {server.name} server logs statements (log_statement or log_min_duration_statement) "
+                f"and {conn.info.user} may not turn that off: its log will hold the password of the server it "
+                "reaches, sent by CREATE USER MAPPING (postgres_fdw keeps it there)")
+
+
 def logs_statements(conn: psycopg.Connection) -> bool:
     """Whether the server writes this session's DDL to its log (a user mapping's password with it)."""
     return conn.execute("SELECT current_setting('log_statement') IN ('ddl', 'all') "

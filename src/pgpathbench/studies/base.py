@@ -167,8 +167,13 @@ class Role:
     reaches: tuple[str, ...] = ()             # roles whose server this one connects to (postgres_fdw)
 
 
-NOT_YET = ("not yet: this version measures user servers in fdw-overhead only (--server source=, external=); "
-           "it would need this study's data and objects made in a database of ours there")
+NOT_YET = ("not yet: this version measures user servers in fdw-overhead and remote-sampling only (--server "
+           "source=, external=); it would need this study's data and objects made in a database of ours there")
+
+
+def user_roles(options: StudyOptions) -> frozenset[str]:
+    """The roles given as user servers (--server ROLE=DSN), as the run's options store them."""
+    return frozenset(options.params.get("servers") or ())
 
 
 @dataclass(frozen=True)
@@ -223,6 +228,10 @@ class Declared:
         """About how long one measurement takes, for the plan's estimate (None: unknown before one is made)."""
         return None
 
+    def check_user_servers(self, options: "StudyOptions", facts: Mapping[str, Any]) -> None:
+        """Checks that need what the user's servers say of themselves (servers/user_checks.Facts by
+        role: their versions...), before anything is written; UserError naming the option."""
+
     def before_measure(self, env: "StudyEnv", case: Case) -> None:
         """What a measurement needs done first, outside its timing and its evidence (a vacuum)."""
 
@@ -253,6 +262,7 @@ class Study(Protocol):
     def check(self, options: StudyOptions, bins: PgBinaries) -> None: ...
     def expected_measurement_s(self, options: StudyOptions) -> float | None: ...
     def probe(self, env: StudyEnv) -> list[dict]: ...
+    def check_user_servers(self, options: StudyOptions, facts: Mapping[str, Any]) -> None: ...
     def before_measure(self, env: StudyEnv, case: Case) -> None: ...
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]: ...
     def evidence_metrics(self, env: "StudyEnv", case: Case, metrics: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict: ...

@@ -50,19 +50,17 @@ from ...matrix import Case, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import fdw, guc
-from ...servers.cluster import Cluster
-from ...servers.user import UserServer
 from ...servers.network import time_statement
 from ...servers.paths import DIRECT, NetworkPath
+from ...servers.topology import Server
 from ...tools import pgbench
 from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested
 from . import report as study_report, spec
 from .spec import HOP, ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 
-Server = Cluster | UserServer   # a managed server or the user's (--server ROLE=DSN)
-SERVER = "source_server"
+SERVER = "source_server"    # the foreign server, in every database with foreign tables
 # The FDW hop probe (probe()): stored beside the links' round trips as <path id>+fdw_scan (spec.HOP).
-HOP_SCAN, HOP_SCANS = "SELECT abalance FROM pgbench_accounts WHERE aid = 1", 20    # the foreign server, in every database with foreign tables
+HOP_SCAN, HOP_SCANS = "SELECT abalance FROM pgbench_accounts WHERE aid = 1", 20
 # pg_stat_statements on every server: what postgres_fdw sent to the source is evidence (evidence/).
 # Room for one measurement's statements: on 15 each DECLARE CURSOR keeps its constant (one entry
 # per account read), and an entry evicted during a measurement takes its calls with it.
@@ -128,7 +126,7 @@ class FdwOverhead(Declared):
         needs_external = any(t in REMOTE_TARGETS for t in env.options.dims["target"])
         external = env.servers.server("external", STATEMENTS) if needs_external else None
         if external is not None and not external.managed:
-            _warn_logged_password(env, external)
+            fdw.warn_logged_password(env.log, external)
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
 
         t0 = time.monotonic()
@@ -258,16 +256,6 @@ def _passfile(server: Server) -> str | None:
     return None if server.managed else (str(server.passfile) if server.passfile else None)
 
 
-def _warn_logged_password(env: StudyEnv, external: Server) -> None:
-    """A user's external server that logs DDL, where we may not turn that off, logs the source's
-    password with CREATE USER MAPPING (postgres_fdw keeps it there): said before it happens."""
-    with external.connect() as conn:
-        if fdw.logs_statements(conn) and conn.info.parameter_status("is_superuser") != "on":
-            env.log("warning: the external server logs statements (log_statement or log_min_duration_statement) "
-                    f"and {conn.info.user} may not turn that off: its log will hold the source's password, sent "
-                    "by CREATE USER MAPPING (postgres_fdw keeps it there)")
-
-
 def _set_isolation(server: Server, db: str, isolation: str) -> None:
     """ALTER DATABASE of ours (never of a user's: see servers/user.py)."""
     with server.connect(db) as conn:
@@ -280,9 +268,8 @@ def _foreign_tables(cluster: Server, db: str, address: tuple[str, int], source: 
     """Database `db` on `cluster` with the four pgbench tables as foreign tables of the source at
     `address` (imported: every table of the source's public schema, those of --init too)."""
     cluster.create_database(db)
-    options, user, password = source.fdw_target("source")
     with cluster.connect(db) as conn:
-        fdw.create_server(conn, SERVER, *address, options.pop("dbname"), user, password, options)
+        fdw.reach(conn, SERVER, source, "source", address)
         fdw.import_schema(conn, SERVER, "public", "public", None if imported else TABLES)
     _set_isolation(cluster, db, isolation)
     with cluster.connect(db) as conn:

@@ -12,7 +12,7 @@ import re
 from ... import validate
 from ...matrix import Dimension, Preset
 from ...metrics import Metric, catalogue
-from ..base import NOT_YET, Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
+from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
 from ...servers.paths import DIRECT
 
 NA = "-"   # the value of a dimension the case's test does not have
@@ -131,5 +131,8 @@ VOCABULARY = Vocabulary(
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric="duration_ms",
     knob_families=knob_families(),
-    roles={"source": Role("source", "holds the tables sampled", None, NOT_YET),
-           "external": Role("external", "runs ANALYZE and SELECT through postgres_fdw", None, NOT_YET)})
+    roles={"source": Role("source", "holds the sampled tables and their sampling views (a database of ours); "
+                          "direct sampling and local ANALYZE run there", ("createdb",)),
+           "external": Role("external", "holds foreign tables of the source (a database of ours per link); "
+                            "sampling and ANALYZE through postgres_fdw run there", ("createdb", "postgres_fdw"),
+                            reaches=("source",))})

@@ -13,7 +13,14 @@ analyze_sampling off, auto, random, system and bernoulli, at several statistics 
 the seed could not show: how good each sample is. After each ANALYZE, the statistics
 (n_distinct, null_frac, most common values, histogram) are compared with the truth computed
 from the whole table, as error figures. The SQL postgres_fdw sent is recorded from
-pg_stat_statements on the source (EXPLAIN cannot show ANALYZE's remote SQL).
+pg_stat_statements on the source (EXPLAIN cannot show ANALYZE's remote SQL): the statements of
+our source database whose calls grew during the ANALYZE, never by a reset, which a user's server
+is not ours to do. Where the source has no pg_stat_statements in our database (a user's server
+without it in template1) the remote SQL is not recorded, and the run's facts say why.
+
+Either role can be the user's server (--server source=DSN, external=DSN): everything here is done
+in databases of ours there, named through server.dbname(); the tables sampled live on the
+source's own disk then, which the disk check leaves to its owner.
 
 Tables and views are named after row counts ('t_10M'): always through sql.Identifier, since an
 unquoted name would be folded to lower case ('t_10m') and miss the table.
@@ -32,19 +39,23 @@ from psycopg import sql
 
 from ...errors import CaseError, UserError
 from ...evidence import Watched, flush_statistics
+from ...evidence.snapshots import Unavailable, read_statements, statement_deltas
+from ...evidence.waits import reason
 from ...matrix import Case, cross
 from ...servers import fdw, guc
-from ...servers.cluster import SUPERUSER
 from ...servers.paths import DIRECT, NetworkPath
+from ...servers.topology import Server
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
+from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested, user_roles
 from .report import study_plots, study_tables
 from . import spec
 from .spec import NA, ROW_BYTES, row_count, table_name, view_name
 
 SOURCE_DB = "source"
 FDW_SERVER = "source_server"
+# A managed source counts every statement (ANALYZE's remote SQL is read back from it); a user's has its own.
+STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
 
 
 class RemoteSampling(Declared):
@@ -54,12 +65,12 @@ class RemoteSampling(Declared):
     def cases(self, options: StudyOptions) -> list[Case]:
         dims = dict(options.dims)
         requested = dims["latency"]
-        if "analyze" in dims["test"]:
-            old = [m for m in dims["pg"] if int(m) < 16]
-            modes = [m for m in dims["analyze_sampling"] if m not in ("local", "off")]
-            if old and modes:
-                raise UserError(f"--pg: analyze_sampling ({','.join(modes)}) needs PostgreSQL 16+, asked for "
-                                f"{','.join(old)}; use --pg 16 or newer, or --analyze-sampling local,off")
+        old = [m for m in dims["pg"] if int(m) < 16]
+        modes = _sampling_modes(options)
+        # A user's external runs ANALYZE with its own postgres_fdw: check_user_servers() asks its version.
+        if old and modes and "external" not in user_roles(options):
+            raise UserError(f"--pg: analyze_sampling ({','.join(modes)}) needs PostgreSQL 16+, asked for "
+                            f"{','.join(old)}; use --pg 16 or newer, or --analyze-sampling local,off")
         dims.update(latency=latencies_with_direct(requested), method=(*dims["method"], NA),
                     fraction=(*dims["fraction"], NA), analyze_sampling=(*dims["analyze_sampling"], NA),
                     stats_target=(*dims["stats_target"], NA))
@@ -77,6 +88,14 @@ class RemoteSampling(Declared):
 
         return cross(self.name, self.dimensions, dims, exclude)
 
+    def check_user_servers(self, options: StudyOptions, facts) -> None:
+        """analyze_sampling is an option of the postgres_fdw that runs ANALYZE: the external's (16+)."""
+        external, modes = facts.get("external"), _sampling_modes(options)
+        if external is not None and external.version_num < 160000 and modes:
+            raise UserError(f"--server external: its postgres_fdw (PostgreSQL {external.version_num // 10000}) has "
+                            f"no analyze_sampling ({','.join(modes)} need 16+); give --analyze-sampling local,off, "
+                            "or an external server of PostgreSQL 16 or newer")
+
     def path(self, case: Case) -> NetworkPath | None:
         """Through the FDW, the path from `external` to the source; direct cases cross none."""
         return NetworkPath(case["pg"], "source", case["latency"]) if case["access"] == "fdw" else None
@@ -85,33 +104,48 @@ class RemoteSampling(Declared):
     def prepare(self, env: StudyEnv) -> Setup:
         opts, bandwidth = env.options, env.options.params.get("bandwidth")
         sizes = sorted(opts.dims["rows"], key=row_count)
-        self._check_disk(env, sizes)
-        source = env.servers.cluster("source", {"shared_preload_libraries": "pg_stat_statements",
-                                                "pg_stat_statements.track": "all"},
-                                     remote=links_requested(opts), bandwidth_kbit=bandwidth)
-        external = env.servers.cluster("external")
+        if "source" not in user_roles(opts):   # a user's source keeps the rows on its own disk
+            self._check_disk(env, sizes)
+        source = env.servers.server("source", STATEMENTS, remote=links_requested(opts), bandwidth_kbit=bandwidth)
+        external = env.servers.server("external")
+        if not external.managed:
+            fdw.warn_logged_password(env.log, external)
         source.create_database(SOURCE_DB)
         fractions = opts.dims["fraction"] if "sampling" in opts.dims["test"] else ()
         t0 = time.monotonic()
         with source.connect(SOURCE_DB) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            for size in sizes:
-                load_table(conn, size, fractions)
+            if source.managed:   # a user's server: only where its DBA put it in template1
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            names = [name for size in sizes for name in load_table(conn, size, fractions)]
+            missing = _statements_missing(conn, source.dbname(SOURCE_DB))
         env.log(f"sampled tables ({', '.join(sizes)} rows) loaded in {time.monotonic() - t0:.1f} s")
-
-        dbs = {}
-        for latency in opts.dims["latency"]:
-            link = env.servers.path(NetworkPath(env.major, "source", latency), source, bandwidth)
-            dbs[latency] = f"sampling_{latency}"
-            external.create_database(dbs[latency])
-            with external.connect(dbs[latency]) as conn:
-                fdw.create_server(conn, FDW_SERVER, link.host, link.port, SOURCE_DB, SUPERUSER, source.password)
-                fdw.import_schema(conn, FDW_SERVER)
-        env.state.update(source=source, external=external, dbs=dbs, explained={}, truth={})
+        if missing:
+            env.log(f"ANALYZE's remote SQL will not be recorded: {missing}")
+        dbs = self._foreign_tables(env, source, external, names)
+        env.state.update(source=source, external=external, dbs=dbs, explained={}, truth={},
+                         statements_missing=missing)
         return Setup(facts={
             "rows": list(sizes), "row_bytes_on_disk": ROW_BYTES,
             "views": "one per (table, method, fraction), each with OFFSET 0 as an optimisation fence",
-            "stats_truth": "computed from the whole table"})
+            "stats_truth": "computed from the whole table",
+            "analyze_remote_sql": f"not recorded: {missing}" if missing else
+            "pg_stat_statements of the source database: the statements whose calls grew during the ANALYZE"})
+
+    @staticmethod
+    def _foreign_tables(env: StudyEnv, source: Server, external: Server, names: list[str]) -> dict[str, str]:
+        """Per latency, a database on the external server whose foreign tables (`names`, and only
+        those: the source's public schema may hold a template's objects) reach the source through
+        that latency's link: latency -> database."""
+        dbs = {}
+        for latency in env.options.dims["latency"]:
+            link = env.servers.path(NetworkPath(env.major, "source", latency), source,
+                                    env.options.params.get("bandwidth"))
+            dbs[latency] = f"sampling_{latency}"
+            external.create_database(dbs[latency])
+            with external.connect(dbs[latency]) as conn:
+                fdw.reach(conn, FDW_SERVER, source, SOURCE_DB, source.reached_at(link))
+                fdw.import_schema(conn, FDW_SERVER, tables=names)
+        return dbs
 
     @staticmethod
     def _check_disk(env: StudyEnv, sizes) -> None:
@@ -130,8 +164,9 @@ class RemoteSampling(Declared):
         guc.set_session(conn, env, case)
         if through_fdw:
             fdw.set_case_options(env, case, *self._where(env, case, True), [FDW_SERVER], kept=[conn])
-        if case["test"] == "analyze" and case["analyze_sampling"] != "local":
-            _source(env).execute("SELECT pg_stat_statements_reset()")   # ANALYZE's remote SQL is read back
+        if case["test"] == "analyze" and case["analyze_sampling"] != "local" and not env.state["statements_missing"]:
+            # ANALYZE's remote SQL is read back: what the source's statements counted from now on.
+            env.state["statements_before"] = _statements(env, with_text=False)
 
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
         """The server the query or ANALYZE runs on, and the source behind its foreign table."""
@@ -201,7 +236,7 @@ class RemoteSampling(Declared):
 
         conn.add_notice_handler(keep)
         try:
-            if not local and int(case["pg"]) >= 16:
+            if not local and conn.info.server_version >= 160000:   # the external's, a user's may be older
                 set_analyze_sampling(conn, table, mode)
             conn.execute(sql.SQL("SET default_statistics_target = {}").format(sql.Literal(int(case["stats_target"]))))
             t0 = time.perf_counter()
@@ -217,8 +252,9 @@ class RemoteSampling(Declared):
         sample = next((int(m.group(1)) for m in found if m), None)
         if sample is not None:
             metrics["rows_sampled"] = sample
-        if not local:
-            metrics["remote_sql"] = analyze_remote_sql(_source(env), table)
+        if not local and not env.state["statements_missing"]:
+            ran = statement_deltas(env.state.pop("statements_before"), _statements(env, with_text=True))
+            metrics["remote_sql"] = analyze_remote_sql(ran, table)
         metrics.update(stats_error(conn, table, _truth(env, table)))
         return metrics
 
@@ -231,8 +267,8 @@ class RemoteSampling(Declared):
 
 
 # -- the data ---------------------------------------------------------------------------------
-def load_table(conn: psycopg.Connection, size: str, fractions) -> None:
-    """The table of `size` rows, and a sampling view per method and fraction over it."""
+def load_table(conn: psycopg.Connection, size: str, fractions) -> list[str]:
+    """The table of `size` rows, and a sampling view per method and fraction over it: their names."""
     t = sql.Identifier(table_name(size))
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(t))
     # a: uniform ints (a histogram), b: a skewed float, c: 50 values with a skew and 10% NULLs (MCVs),
@@ -255,6 +291,7 @@ def load_table(conn: psycopg.Connection, size: str, fractions) -> None:
                    sql.SQL("SELECT * FROM {} WHERE random() < {} OFFSET 0").format(t, sql.Literal(float(f))))]
     for name, body in views:
         conn.execute(sql.SQL("CREATE VIEW {} AS ").format(sql.Identifier(name)) + body)
+    return [table_name(size), *(name for name, _ in views)]
 
 
 def set_analyze_sampling(conn: psycopg.Connection, table: str, mode: str) -> None:
@@ -266,12 +303,11 @@ def set_analyze_sampling(conn: psycopg.Connection, table: str, mode: str) -> Non
         sql.Identifier(table), sql.SQL(verb), sql.Literal(mode)))
 
 
-def analyze_remote_sql(source: psycopg.Connection, table: str) -> str | None:
-    """The SELECT postgres_fdw sent for ANALYZE, from pg_stat_statements (reset just before)."""
-    rows = source.execute("SELECT query FROM pg_stat_statements WHERE query ILIKE %s "
-                          "AND query NOT ILIKE '%%pg_stat_statements%%' ORDER BY calls DESC",
-                          (f"%{table}%",)).fetchall()
-    texts = [" ".join(r[0].split()) for r in rows]
+def analyze_remote_sql(ran: list[dict], table: str) -> str | None:
+    """The SELECT postgres_fdw sent for ANALYZE of `table`, among the statements the source ran
+    meanwhile (statement_deltas: most calls first)."""
+    texts = [" ".join(s["query"].split()) for s in ran
+             if table.lower() in s["query"].lower() and "pg_stat_statements" not in s["query"].lower()]
     return next((t for t in texts if "select" in t.lower()), texts[0] if texts else None)
 
 
@@ -323,6 +359,28 @@ def _truth(env: StudyEnv, table: str) -> dict:
     return env.state["truth"][table]
 
 
+def _statements_missing(conn: psycopg.Connection, db: str) -> str | None:
+    """Why the source's database `db` cannot give its pg_stat_statements (None: it can)."""
+    try:
+        read_statements(conn, conn.info.server_version, [db], with_text=False)
+    except (Unavailable, psycopg.Error) as e:
+        return reason(e)
+    return None
+
+
+def _statements(env: StudyEnv, with_text: bool) -> dict:
+    """The source database's pg_stat_statements entries, read on its kept session."""
+    conn = _source(env)
+    return read_statements(conn, conn.info.server_version, [env.state["source"].dbname(SOURCE_DB)], with_text)
+
+
+def _sampling_modes(options: StudyOptions) -> list[str]:
+    """The analyze_sampling modes the run asks of postgres_fdw (16+): all but local and off."""
+    if "analyze" not in options.dims["test"]:
+        return []
+    return [m for m in options.dims["analyze_sampling"] if m not in ("local", "off")]
+
+
 def _through_fdw(case: Case) -> bool:
     """Whether the case's query or ANALYZE runs on the external server, through a foreign table."""
     return case["access"] == "fdw" if case["test"] == "sampling" else case["analyze_sampling"] != "local"
@@ -332,6 +390,6 @@ def _source(env: StudyEnv) -> psycopg.Connection:
     return _connection(env, env.state["source"], SOURCE_DB)
 
 
-def _connection(env: StudyEnv, cluster, db: str) -> psycopg.Connection:
+def _connection(env: StudyEnv, cluster: Server, db: str) -> psycopg.Connection:
     """One connection per database, kept: connection set-up is not what is measured."""
     return env.kept_connection((cluster.name, db), lambda: cluster.connect(db))
