@@ -25,6 +25,7 @@ from .ledger import Ledger
 from .paths import NetworkPath
 from .user import UserDsn, UserServer
 
+Server = Cluster | UserServer       # what a study's role is: a managed server or the user's (--server ROLE=DSN)
 PROBE_ROUND_TRIPS = 100
 PROXY_PID_FILE = "toxiproxy.pid"   # found by `clean` if a run was killed before it could stop the proxy
 NETNS_STATE = "network.json"       # namespaces and veths made, recorded before they are made (for `clean`)
@@ -235,7 +236,7 @@ class ServerScope:
         return self.servers.cluster(self.prefix + name, settings, remote, bandwidth_kbit, self.bins)
 
     def server(self, role: str, settings: dict[str, str] | None = None, remote: bool = False,
-               bandwidth_kbit: int | None = None) -> "Cluster | UserServer":
+               bandwidth_kbit: int | None = None) -> Server:
         """The role's server: the user's (--server ROLE=DSN), else a managed cluster named after it
         (settings, remote and bandwidth are the managed one's)."""
         user = self.servers.user_server(role)

@@ -50,15 +50,13 @@ from ...matrix import Case, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import fdw, guc
-from ...servers.cluster import Cluster
-from ...servers.user import UserServer
 from ...servers.paths import DIRECT, NetworkPath
+from ...servers.topology import Server
 from ...tools import pgbench
 from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested
 from . import report as study_report, spec
 from .spec import ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 
-Server = Cluster | UserServer   # a managed server or the user's (--server ROLE=DSN)
 SERVER = "source_server"    # the foreign server, in every database with foreign tables
 # pg_stat_statements on every server: what postgres_fdw sent to the source is evidence (evidence/).
 # Room for one measurement's statements: on 15 each DECLARE CURSOR keeps its constant (one entry
