@@ -149,7 +149,7 @@ class Role:
     reaches: tuple[str, ...] = ()             # roles whose server this one connects to (postgres_fdw)
 
 
-NOT_YET = ("not yet: this version measures user servers in fdw-overhead only (--server source=, external=); "
+NOT_YET = ("not yet: this version measures user servers in fdw-overhead and interfaces only; "
            "it would need this study's data and objects made in a database of ours there")
 
 
