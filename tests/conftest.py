@@ -9,6 +9,7 @@ import statistics
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,19 +54,34 @@ def spawn_pgpathbench(*args: str, workspace: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env=env)
 
 
+def cmdlines() -> dict[str, str]:
+    """pid -> command line of every live process (what `ps` shows any user)."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                found[proc.name] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+    return found
+
+
 def our_processes(root: Path) -> list[str]:
     """Command lines of live processes that belong to a workspace (servers, pgbench)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(root) in cmd and "pytest" not in cmd and "pgpathbench.cli" not in cmd:
-            found.append(f"{proc.name}: {cmd}")
-    return found
+    return [f"{pid}: {cmd}" for pid, cmd in cmdlines().items()
+            if str(root) in cmd and "pytest" not in cmd and "pgpathbench.cli" not in cmd]
+
+
+def run_watching_cmdlines(args: list[str], ws: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """The CLI run to its end, with every process's command line sampled meanwhile, but the CLI's own
+    (its --server DSN may hold the password the test gave it)."""
+    proc = spawn_pgpathbench(*args, workspace=ws)
+    seen = []
+    while proc.poll() is None:
+        seen += [c for c in cmdlines().values() if "pgpathbench.cli" not in c]
+        time.sleep(0.2)
+    out, err = proc.communicate()
+    return subprocess.CompletedProcess(args, proc.returncode, out, err), seen
 
 
 def assert_user_error(res: subprocess.CompletedProcess, message: str, untouched: Path | None = None) -> None:

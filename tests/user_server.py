@@ -26,6 +26,7 @@ creates itself (CREATE DATABASE copies template1; databases that exist already a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -216,6 +217,11 @@ class UserServer:
     def connect(self, user: str = APP, dbname: str = USERDB, **kw) -> psycopg.Connection:
         return psycopg.connect(self.dsn(user, dbname), password=self._passwords[user], autocommit=True, **kw)
 
+    def our_databases(self) -> list[str]:
+        """The databases pgpathbench made here and has not dropped (read as dba)."""
+        with self.connect(DBA, "postgres") as c:
+            return [r[0] for r in c.execute("SELECT datname FROM pg_database WHERE datname LIKE 'pgpathbench%'")]
+
     def user_data_fingerprint(self) -> tuple[int, str]:
         """(rows, md5 of every row in id order) of userdb's accounts, read as dba."""
         with self.connect(DBA, USERDB) as c:
@@ -297,6 +303,32 @@ class UserServer:
                     f"UNION SELECT proname FROM pg_proc JOIN pg_namespace n ON n.oid = pronamespace WHERE {_USERS}")}
         except psycopg.OperationalError:
             return set()                    # gone: nothing of the user's left to read there
+
+
+def assert_left_as_found(servers, before: dict, ws: Path) -> None:
+    """After a run: each server's rows and catalog (known_objects() by dsn() before it) as found, no
+    database of ours left, no statement of ours outside them; the workspace's ledger empty."""
+    for s in servers:
+        assert s.user_data_fingerprint() == expected_fingerprint()
+        assert s.known_objects() == before[s.dsn()]
+        assert s.our_databases() == []
+        assert s.foreign_statements() == []
+    assert json.loads((ws / "user-objects.json").read_text()) == []
+
+
+def assert_no_secret(secrets, places: dict[str, str]) -> None:
+    """No password in any of the places (name -> what a user could read there)."""
+    for secret in secrets:
+        for where, content in places.items():
+            assert secret not in content, where
+
+
+def passfile_env(monkeypatch, root: Path, *servers: UserServer) -> None:
+    """The servers' passwords in one libpq password file named by PGPASSFILE (lines are per host:port)."""
+    path = root / "pgpass"
+    path.write_text("".join(s.pgpass_file.read_text() for s in servers))
+    path.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(path))
 
 
 def _free_port(address: str) -> int:

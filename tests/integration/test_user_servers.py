@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench, report_json, spawn_pgpathbench
-from user_server import UserServer, expected_fingerprint
+from conftest import assert_user_error, pgpathbench, report_json, run_watching_cmdlines, spawn_pgpathbench
+from user_server import UserServer, assert_left_as_found, assert_no_secret, expected_fingerprint, passfile_env
 
 
 @pytest.fixture(scope="module")
@@ -31,54 +29,19 @@ def servers(workspace_root):
         yield src, ext
 
 
-def _passfile(monkeypatch, root: Path, *servers: UserServer) -> None:
-    """The servers' passwords in one libpq password file named by PGPASSFILE (lines are per host:port)."""
-    path = root / "pgpass"
-    path.write_text("".join(s.pgpass_file.read_text() for s in servers))
-    path.chmod(0o600)
-    monkeypatch.setenv("PGPASSFILE", str(path))
-
-
 def _args(src: UserServer, ext: UserServer, *extra: str) -> list[str]:
     return ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--repeat", "2",
             "--server", f"source={src.dsn()} password={src.password()}", "--server", f"external={ext.dsn()}", *extra]
 
 
-def _ours(server: UserServer) -> list[str]:
-    with server.connect("dba", "postgres") as conn:
-        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'pgpathbench%'")]
-
-
-def _run(args: list[str], ws: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """The CLI run to its end, with every process's command line sampled meanwhile."""
-    proc = spawn_pgpathbench(*args, workspace=ws)
-    seen = []
-    while proc.poll() is None:   # every process but the user's own command (whose DSN holds a password)
-        seen += [c for c in _cmdlines() if "pgpathbench.cli" not in c]
-        time.sleep(0.2)
-    out, err = proc.communicate()
-    return subprocess.CompletedProcess(args, proc.returncode, out, err), seen
-
-
-def _cmdlines() -> list[str]:
-    found = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                found.append((p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-            except OSError:
-                pass
-    return found
-
-
 def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspace_root, monkeypatch):
     src, ext = servers
     ws = workspace_root / "ws-user-run"
-    _passfile(monkeypatch, workspace_root, ext)   # the external's password by a file, the source's in its DSN
+    passfile_env(monkeypatch, workspace_root, ext)   # the external's password by a file, the source's in its DSN
     before = {s.dsn(): s.known_objects() for s in servers}
     src.mark_log()
     ext.mark_log()
-    res, cmdlines = _run(_args(src, ext), ws)
+    res, cmdlines = run_watching_cmdlines(_args(src, ext), ws)
     assert res.returncode == 0, res.stderr
     assert "warning: --server source: its DSN holds a password" in res.stderr
     secrets = [src.password(), ext.password()]
@@ -101,42 +64,35 @@ def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspac
     assert '"user_source"' in text and '"user_external"' in text and '"user_server": true' in text
 
     # The user's servers as found: rows, catalog, and no statement of ours outside our databases.
-    for s in servers:
-        assert s.user_data_fingerprint() == expected_fingerprint()
-        assert s.known_objects() == before[s.dsn()]
-        assert _ours(s) == []
-        assert s.foreign_statements() == []
-    assert json.loads((ws / "user-objects.json").read_text()) == []
+    assert_left_as_found(servers, before, ws)
 
     # No password anywhere we write or show, nor on any command line during the run.
     markdown = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
     csv = pgpathbench("export", "latest", "--format", "csv", workspace=ws).stdout
     assert "| user server source |" in markdown and "| user server external |" in markdown
-    for secret in secrets:
-        for where, content in {"stdout": res.stdout, "stderr": res.stderr, "json": text, "markdown": markdown,
-                               "csv": csv, "ps": "\n".join(cmdlines)}.items():
-            assert secret not in content, where
+    assert_no_secret(secrets, {"stdout": res.stdout, "stderr": res.stderr, "json": text, "markdown": markdown,
+                               "csv": csv, "ps": "\n".join(cmdlines)})
     assert any("pgbench" in c and "pgpathbench_" in c for c in cmdlines), "pgbench was never seen running"
 
 
 def test_a_killed_run_is_cleaned_from_the_user_servers(servers, workspace_root, monkeypatch):
     src, ext = servers
     ws = workspace_root / "ws-user-kill"
-    _passfile(monkeypatch, workspace_root, src, ext)   # clean reads the recorded DSNs, without passwords
+    passfile_env(monkeypatch, workspace_root, src, ext)   # clean reads the recorded DSNs, without passwords
     for sig in (signal.SIGTERM, signal.SIGKILL):
         proc = spawn_pgpathbench(*_args(src, ext, "--repeat", "30"), workspace=ws)
         _wait_for_round(proc)
-        assert _ours(src) and _ours(ext)
+        assert src.our_databases() and ext.our_databases()
         proc.send_signal(sig)
         proc.communicate(timeout=120)
         if sig == signal.SIGTERM:   # the run dropped its databases itself
-            assert _ours(src) == [] and _ours(ext) == []
+            assert src.our_databases() == [] and ext.our_databases() == []
             continue
-        assert _ours(src) and _ours(ext), "SIGKILL leaves them: clean's work"
+        assert src.our_databases() and ext.our_databases(), "SIGKILL leaves them: clean's work"
         res = pgpathbench("clean", workspace=ws)
         assert res.returncode == 0, res.stderr
         assert "dropped database pgpathbench_" in res.stdout
-        assert _ours(src) == [] and _ours(ext) == []
+        assert src.our_databases() == [] and ext.our_databases() == []
     for s in servers:
         assert s.user_data_fingerprint() == expected_fingerprint()
 
@@ -170,13 +126,14 @@ def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_ro
                             "--server external: postgres_fdw is not usable by nofdw"),
         "unknown role": (["--server", f"worker={src.dsn()}"], "--server worker: not a role of this study"),
         "twice": (["--server", f"source={src.dsn()}", "--server", f"source={src.dsn()}"], "--server source: given twice"),
-        "not yet": (None, "--server local: the local role of interfaces cannot be a user server"),
+        "not yet": (None, "--server local: the local role of interfaces-fidelity cannot be a user server"),
     }[case]
     src.mark_log()
     if args is None:
-        res = pgpathbench("run", "interfaces", "--preset", "quick", "--server", f"local={src.dsn()}", workspace=ws)
+        res = pgpathbench("run", "interfaces-fidelity", "--preset", "quick", "--server", f"local={src.dsn()}",
+                          workspace=ws)
     else:
         res = pgpathbench("run", "fdw-overhead", "--preset", "quick", *args, workspace=ws)
     assert_user_error(res, message, untouched=ws)
     assert "wrong" not in res.stderr and "-pw" not in res.stderr
-    assert _ours(src) == [] and src.foreign_statements() == []
+    assert src.our_databases() == [] and src.foreign_statements() == []
