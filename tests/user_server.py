@@ -27,6 +27,7 @@ creates itself (CREATE DATABASE copies template1; databases that exist already a
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -341,3 +342,18 @@ def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
+
+
+def assert_left_as_found(servers, before: dict, ws: Path) -> None:
+    """After a run: each server as found (assert_as_found, known_objects() by dsn() before it), and
+    the workspace's ledger empty."""
+    for s in servers:
+        s.assert_as_found(before[s.dsn()])
+    assert json.loads((ws / "user-objects.json").read_text()) == []
+
+
+def assert_no_secret(secrets, places: dict[str, str]) -> None:
+    """No password in any of the places (name -> what a user could read there)."""
+    for secret in secrets:
+        for where, content in places.items():
+            assert secret not in content, where

@@ -9,7 +9,6 @@ cleaning up. Anything else is a bug with a traceback.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import signal
 import sys
@@ -55,10 +54,9 @@ def cmd_run(args, out: Console, err: Console) -> int:
     options, dsns = None, {}
     if args.study is not None:
         study = get_study(args.study)
-        options = study_options(study, args)
         dsns = user.parse_fdw_hosts(args.fdw_hosts, user.parse_servers(args.servers, study.roles))
-        if dsns:
-            options = dataclasses.replace(options, params={**options.params, **user.stored(dsns)})
+        # stored with the options, and seen by the study's refine() (a user server's transports)
+        options = study_options(study, args, user.stored(dsns) if dsns else {})
     ws, bins = _context(args)
     if options is not None:
         bins.require(*get_study(options.study).required_tools)

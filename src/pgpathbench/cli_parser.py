@@ -211,10 +211,11 @@ def _options_by_command(parser: argparse.ArgumentParser, path: tuple[str, ...] =
     return found
 
 
-def study_options(study, args: argparse.Namespace) -> StudyOptions:
-    """Preset defaults, overridden by explicit options; every value validated."""
+def study_options(study, args: argparse.Namespace, stored: dict | None = None) -> StudyOptions:
+    """Preset defaults, overridden by explicit options; every value validated. stored: further
+    parameters kept with the run (its user servers), before the study refines the options."""
     preset: Preset = study.presets[args.preset]
-    params = {}
+    params = dict(stored or {})
     for name, param in study.parameters.items():
         raw = getattr(args, f"param_{name}")
         if raw is None:

@@ -77,10 +77,8 @@ def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspac
     markdown = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
     csv = pgpathbench("export", "latest", "--format", "csv", workspace=ws).stdout
     assert "| user server source |" in markdown and "| user server external |" in markdown
-    for secret in secrets:
-        for where, content in {"stdout": res.stdout, "stderr": res.stderr, "json": text, "markdown": markdown,
-                               "csv": csv, "ps": "\n".join(cmdlines)}.items():
-            assert secret not in content, where
+    assert_no_secret(secrets, {"stdout": res.stdout, "stderr": res.stderr, "json": text, "markdown": markdown,
+                               "csv": csv, "ps": "\n".join(cmdlines)})
     assert any("pgbench" in c and "pgpathbench_" in c for c in cmdlines), "pgbench was never seen running"
 
 
@@ -135,11 +133,12 @@ def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_ro
                             "--server external: postgres_fdw is not usable by nofdw"),
         "unknown role": (["--server", f"worker={src.dsn()}"], "--server worker: not a role of this study"),
         "twice": (["--server", f"source={src.dsn()}", "--server", f"source={src.dsn()}"], "--server source: given twice"),
-        "not yet": (None, "--server local: the local role of interfaces cannot be a user server"),
+        "not yet": (None, "--server local: the local role of interfaces-fidelity cannot be a user server"),
     }[case]
     src.mark_log()
     if args is None:
-        res = pgpathbench("run", "interfaces", "--preset", "quick", "--server", f"local={src.dsn()}", workspace=ws)
+        res = pgpathbench("run", "interfaces-fidelity", "--preset", "quick", "--server", f"local={src.dsn()}",
+                          workspace=ws)
     else:
         res = pgpathbench("run", "fdw-overhead", "--preset", "quick", *args, workspace=ws)
     assert_user_error(res, message, untouched=ws)

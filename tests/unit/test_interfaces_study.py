@@ -49,6 +49,43 @@ def test_default_matrix_is_the_seeds_with_psycopg():
     assert "odbc:normal:-:unix:sql001:each:p-all:file:0ms:15" in ids
 
 
+def user_servers(**dsns) -> StudyOptions:
+    """options() with user servers stored as the CLI stores them (servers/user.stored)."""
+    return StudyOptions(STUDY.name, "standard", 3, {"servers": dsns}, dict(STUDY.default_dims))
+
+
+@pytest.mark.parametrize("dsn, kept", [("host=db1 user=bench dbname=app", ("tcp", "remote")),
+                                       ("hostaddr=10.0.0.5 host=/tmp dbname=app", ("tcp", "remote")),
+                                       ("host=/var/run/postgresql dbname=app", ("unix", "remote")),
+                                       ("dbname=app", ("unix", "remote"))])
+def test_a_user_local_server_serves_its_dsns_transport_only(dsn, kept, monkeypatch):
+    """No socket of ours on a user server: the local role keeps its DSN's transport (libpq's default,
+    without host nor hostaddr, is its socket); the other is left out unless --transport names it."""
+    monkeypatch.delenv("PGHOST", raising=False)
+    assert STUDY.refine(user_servers(local=dsn), set()).dims["transport"] == kept
+    missing = ({"unix", "tcp"} - set(kept)).pop()
+    with pytest.raises(UserError, match=f"^--transport {missing}: your server in the local role is reached "):
+        STUDY.refine(user_servers(local=dsn), {"transport"})
+    given = StudyOptions(STUDY.name, "standard", 3, {"servers": {"local": dsn}}, {**STUDY.default_dims,
+                                                                                  "transport": kept})
+    assert STUDY.refine(given, {"transport"}) == given
+    assert STUDY.refine(options(), set()) == options()            # managed: every transport
+
+
+def test_a_user_remote_server_is_reached_over_tcp_and_links_need_no_hostname_check():
+    with pytest.raises(UserError, match="^--server remote: its DSN names a unix socket"):
+        STUDY.refine(user_servers(remote="host=/var/run/postgresql"), set())
+    tls = "host=db2 sslmode=verify-full sslrootcert=ca.crt"
+    assert STUDY.refine(user_servers(remote=tls), set()).dims["transport"] == ("unix", "tcp", "remote")
+    linked = user_servers(remote=tls)
+    linked = StudyOptions(linked.study, linked.preset, 3, linked.params, {**linked.dims, "latency": ("0ms", "5ms")})
+    with pytest.raises(UserError, match="^--latency/--bandwidth: an emulated link reaches your remote server"):
+        STUDY.refine(linked, {"latency"})
+    verify_ca = StudyOptions(linked.study, linked.preset, 3, {"servers": {"remote": tls.replace("full", "ca")}},
+                             linked.dims)
+    assert STUDY.refine(verify_ca, {"latency"}) == verify_ca
+
+
 def test_seed_exclusions():
     cases = STUDY.cases(options())
     methods = {(c["interface"], c["method"]) for c in cases}
@@ -300,9 +337,13 @@ def test_reference_repeats_the_checksum_over_iterations():
 
 class FakeCluster:
     """A server as prepare sees it, without a server: its tables load, its conninfo names it."""
+    managed, transports = True, ("unix", "tcp")
 
     def __init__(self, name: str):
         self.name = name
+
+    def client_env(self, base: dict) -> dict:
+        return base
 
     def create_database(self, db: str) -> None:
         pass
@@ -326,12 +367,12 @@ class FakeCluster:
 def test_servers_whose_tables_differ_are_one_user_error(monkeypatch):
     """psql's COPY of a query differs between the local and the remote server: a one-line UserError
     (the CLI prints it, exit 2) naming the query and each server's rows, bytes and checksum."""
-    servers = SimpleNamespace(cluster=lambda name, **kw: FakeCluster(name),
+    servers = SimpleNamespace(server=lambda name, **kw: FakeCluster(name),
                               path=lambda *a: SimpleNamespace(conninfo=lambda ci: ci),
                               workspace=SimpleNamespace(free_bytes=lambda: 1 << 50))
     checksums = {"host=local": "dbec46c5fb5c3985", "host=remote": "2b43fc3dcdf873af"}
     monkeypatch.setattr(interfaces_study, "copy_reference",
-                        lambda psql, ci, sql, timeout: Reference(150_000, 41_288_895, checksums[ci]))
+                        lambda psql, ci, sql, timeout, env: Reference(150_000, 41_288_895, checksums[ci]))
     opts = StudyOptions(STUDY.name, "quick", 3, {"t50k_rows": 5000, "t10m_rows": 150_000, "timeout": 60},
                         {**STUDY.default_dims, "transport": ("tcp", "remote"), "sqlstrat": ("sql10m:once",)})
     env = StudyEnv(opts, "15", SimpleNamespace(path=lambda tool: tool), servers, lambda line: None)
@@ -430,10 +471,10 @@ def test_every_metric_a_measurement_carries_is_declared(monkeypatch, tmp_path, s
                                   sqlstrat=(sqlstrat,), output=(output,)))
     opts = StudyOptions(STUDY.name, "quick", 6, {"iterations": 20, "timeout": 60}, STUDY.default_dims)
     env = StudyEnv(opts, "15", None, None, lambda line: None,
-                   {"conninfo": {("tcp", "0ms"): "host=x"}, "reference": {"sql001": ref, "sql10m": ref},
-                    "queries": dict(QUERIES),
-                    "jvm_options": [], "outfile": str(tmp_path / "out"),
-                    "servers": {"local": SimpleNamespace(client_env=lambda base: {**base, "PGPASSFILE": "pf"})}})
+                   {"targets": {("tcp", "0ms"): interfaces_study.Target(
+                       "host=x", SimpleNamespace(client_env=lambda base: {**base, "PGPASSFILE": "pf"}))},
+                    "reference": {"sql001": ref, "sql10m": ref}, "queries": dict(QUERIES),
+                    "jvm_options": [], "outfile": str(tmp_path / "out")})
     metrics = STUDY.measure(env, case)
     assert set(metrics) <= set(STUDY.metrics), set(metrics) - set(STUDY.metrics)
     assert metrics["duration_ms"] == 250 and metrics["connect_ms"] == pytest.approx(1.0)

@@ -65,8 +65,8 @@ def check_disk(sizes: Mapping[str, int], servers: int, free_bytes: int) -> None:
 
 
 def load(cluster, sizes: Mapping[str, int]) -> None:
-    """The database and the given tables ({name: rows}) on a managed cluster, each read once so that
-    the cache is warm for the first round."""
+    """The database and the given tables ({name: rows}) on a server (a user's: in a database of ours
+    there, servers/user.py), each read once so that the cache is warm for the first round."""
     cluster.create_database(DB)
     with cluster.connect(DB) as conn:
         conn.execute("SET synchronize_seqscans = off")     # as every session of ours (clients.session_env)

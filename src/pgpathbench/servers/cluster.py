@@ -263,6 +263,7 @@ class Cluster:
     # What a study asks of any server, managed or the user's (servers/user.py answers the same).
     managed = True
     user = SUPERUSER
+    transports = ("unix", "tcp")   # how clients on this machine reach it: its private socket, loopback TCP
     self_host = "127.0.0.1"   # where the server reaches itself over TCP (its own stack's loopback)
 
     def dbname(self, name: str) -> str:

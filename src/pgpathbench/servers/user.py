@@ -62,6 +62,15 @@ class UserDsn:
     def dbname(self) -> str | None:
         return self.params.get("dbname")
 
+    @property
+    def over_socket(self) -> bool:
+        """Whether libpq reaches it by a unix socket: a host that is a directory (or @abstract), or
+        neither host nor hostaddr (libpq's default socket); hostaddr always means TCP."""
+        if self.params.get("hostaddr"):
+            return False
+        host = (self.params.get("host") or os.environ.get("PGHOST", "")).split(",")[0]
+        return not host or host.startswith(("/", "@"))
+
     def conninfo(self, dbname: str | None = None, **extra: str) -> str:
         params = {**self.params, **({"dbname": dbname} if dbname else {}), **extra}
         return make_conninfo(**params)
@@ -135,6 +144,11 @@ class UserServer:
     @property
     def port(self) -> int:
         return self.dsn.port
+
+    @property
+    def transports(self) -> tuple[str, ...]:
+        """How clients on this machine reach it: its DSN's way only (we have no socket of our own there)."""
+        return ("unix",) if self.dsn.over_socket else ("tcp",)
 
     @functools.cached_property
     def user(self) -> str:

@@ -167,8 +167,8 @@ class Role:
     reaches: tuple[str, ...] = ()             # roles whose server this one connects to (postgres_fdw)
 
 
-NOT_YET = ("not yet: this version measures user servers in fdw-overhead and remote-sampling only (--server "
-           "source=, external=); it would need this study's data and objects made in a database of ours there")
+NOT_YET = ("not yet: this version measures user servers in fdw-overhead, remote-sampling and interfaces only; "
+           "it would need this study's data and objects made in a database of ours there")
 
 
 def user_roles(options: StudyOptions) -> frozenset[str]:

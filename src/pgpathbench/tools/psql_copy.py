@@ -12,6 +12,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from ..clients import RowChecksum, repeated_checksum, session_env
 from .spawn import spawn_measured
@@ -59,11 +60,13 @@ class _Hasher(threading.Thread):
                 self.size += len(chunk)
 
 
-def copy_reference(psql: Path, conninfo: str, sql: str, timeout: float = 3600, read_only: bool = False) -> Reference:
+def copy_reference(psql: Path, conninfo: str, sql: str, timeout: float = 3600, read_only: bool = False,
+                   env: Mapping[str, str] | None = None) -> Reference:
     """psql -c 'COPY (sql) TO STDOUT' through the measured spawn, its output hashed as it streams
-    (read_only: in a read-only transaction, so that a query that writes fails instead).
+    (read_only: in a read-only transaction, so that a query that writes fails instead; env: the
+    clients' environment, PGPASSFILE included, else session_env()).
     CopyFailed (with psql's last line) when psql fails or takes longer than `timeout` seconds."""
-    env = session_env()
+    env = dict(session_env() if env is None else env)
     if read_only:
         env["PGOPTIONS"] += " -c default_transaction_read_only=on"
     read_end, write_end = os.pipe()

@@ -20,7 +20,7 @@ from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools.spawn import process_figures as spawn_figures, process_metrics
-from ..base import NOT_YET, Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
+from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
 
 INTERFACES = ("libpq", "odbc", "jdbc", "psycopg")
 SEED_IFNAME = {"libpq": "libpq", "odbc": "ODBC", "jdbc": "JDBC", "psycopg": "psycopg"}
@@ -264,5 +264,8 @@ VOCABULARY = Vocabulary(
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
     knob_families=knob_families(),
-    roles={"local": Role("local", "holds the test tables, reached by socket and TCP", None, NOT_YET),
-           "remote": Role("remote", "the seed's rmt:tcp: the same tables on another server", None, NOT_YET)})
+    roles={"local": Role("local", "holds the test tables (a database of ours), reached by socket and TCP; a "
+                         "user server by its DSN's way only: unix if its host is a socket directory, else tcp",
+                         ("createdb",)),
+           "remote": Role("remote", "the seed's rmt:tcp: the same tables (a database of ours) on another server, "
+                          "over TCP", ("createdb",))})

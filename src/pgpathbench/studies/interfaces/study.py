@@ -12,6 +12,12 @@ own network stack when we are root (a namespace behind a veth), reached over TCP
 ("0ms") or through an emulated link per --latency. The local server (`local`) serves the unix
 socket and loopback TCP. Both paths' round trips are probed every round.
 
+Either role may be the user's server (--server local=DSN, remote=DSN): the tables go into a
+database of ours there, and every client, psql's reference too, connects by the DSN (its TLS
+settings included; the password by PGPASSFILE, servers/user.py). We have no socket of our own on a
+user server, so it serves its DSN's transport only (refine(): the other is refused when asked for,
+left out otherwise).
+
 Every measurement is one run of a client, as the seed's driver function ran one command: its
 `duration_ms` is the command's wall time, process start included (the JVM's, the interpreter's);
 what the seed could not show is kept beside it: the client's own connect, execute and fetch
@@ -26,10 +32,12 @@ Python, read from the result model.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from ... import user_queries
@@ -41,19 +49,50 @@ from ...evidence import Watched
 from ...matrix import Case, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ...servers import guc
-from ...servers.cluster import Cluster
+from ...servers import guc, user
 from ...servers.paths import DIRECT, NetworkPath
+from ...servers.topology import Server
 from ...tools.psql_copy import CopyFailed, Reference, copy_reference
-from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct
+from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
 from . import charts, report as study_report, spec
 from .spec import LOCAL_ROLE, REMOTE_ROLE, client_times, process_figures, query_rank, split_sqlstrat
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a client (and psql's reference) connects for one (transport, latency): a conninfo without
+    a password, and the server whose password file its environment names (PGPASSFILE)."""
+    conninfo: str
+    server: Server
+
+    def env(self, settings: dict[str, str] | None = None) -> dict[str, str]:
+        """session_env (with a case's --set session settings) and the server's PGPASSFILE."""
+        return self.server.client_env(session_env(settings))
 
 
 class Interfaces(Declared):
     vocabulary = spec.VOCABULARY
 
     # -- the matrix -------------------------------------------------------------------------
+    def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
+        """A user server serves its DSN's transport only: the local role's other one is refused when
+        --transport names it, left out otherwise (prepare() says so)."""
+        dsns = user.from_stored(options.params)
+        transports = options.dims["transport"]
+        remote = dsns.get(REMOTE_ROLE)
+        if remote is not None and "remote" in transports:
+            _check_remote(remote, options)
+        local = dsns.get(LOCAL_ROLE)
+        if local is None:
+            return options
+        missing = "tcp" if local.over_socket else "unix"
+        if missing not in transports:
+            return options
+        if "transport" in given:
+            raise UserError(_NO_TRANSPORT[missing])
+        return dataclasses.replace(options, dims={**options.dims, "transport": tuple(t for t in transports
+                                                                                     if t != missing)})
+
     def cases(self, options: StudyOptions) -> list[Case]:
         require_clients(options.dims["interface"])
         requested = options.dims["latency"]
@@ -77,33 +116,32 @@ class Interfaces(Declared):
         p, transports = env.options.params, env.options.dims["transport"]
         env.state["queries"] = {**QUERIES, **user_queries.given(p)}
         t0 = time.monotonic()
-        local = env.servers.cluster(LOCAL_ROLE) if {"unix", "tcp"} & set(transports) else None
+        local = env.servers.server(LOCAL_ROLE) if {"unix", "tcp"} & set(transports) else None
         # The seed's other machine: a second server, on its own network stack when we can make one.
-        remote = env.servers.cluster(REMOTE_ROLE, remote=True, bandwidth_kbit=p.get("bandwidth")) \
+        remote = env.servers.server(REMOTE_ROLE, remote=True, bandwidth_kbit=p.get("bandwidth")) \
             if "remote" in transports else None
         servers = [c for c in (local, remote) if c is not None]
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
+        if local is not None and not local.managed:
+            env.log(f"local is your server: {_ONLY[local.transports[0]]}")
         sizes = self._load(env, servers)
-        conninfo = self._conninfo(env, local, remote)
+        targets = self._targets(env, local, remote)
         t0 = time.monotonic()
-        reference = self._references(env, servers)
+        # each server by its own conninfo: a managed one's socket, a user's DSN (as its clients connect)
+        reference = self._references(env, [Target(s.conninfo(DB), s) for s in servers])
         env.log(f"reference checksums (psql COPY) in {time.monotonic() - t0:.1f} s")
-        servers_by_role = {LOCAL_ROLE: local, REMOTE_ROLE: remote}
-        versions = self._client_versions(env, conninfo, servers_by_role)
+        versions = self._client_versions(env, targets)
         out_dir = env.servers.root
         out_dir.mkdir(parents=True, exist_ok=True)
-        env.state.update(servers=servers_by_role, conninfo=conninfo, reference=reference,
+        env.state.update(servers={LOCAL_ROLE: local, REMOTE_ROLE: remote}, targets=targets, reference=reference,
                          jvm_options=shlex.split(p["jvm_options"]), outfile=str(out_dir / f"iftest-{env.major}.out"))
         facts = {
             "database": DB, "tables": {t: {"rows": n, "copy_bytes": seed003.row_bytes(t, n)} for t, n in sizes.items()},
             "queries": {q: env.state["queries"][q] for q in reference}, "iterations_sql001": p["iterations"],
             "reference": {q: r.to_json() for q, r in reference.items()},
             "jvm_options": p["jvm_options"], "cursor_fetch": [int(f) for f in spec.fetch_values(env.options)[:-1]],
-            "conninfo": {f"{t}_{lat}": ci for (t, lat), ci in conninfo.items()},   # no password: see _client_env
-            "outfile": env.state["outfile"],
-            "remote": "a second managed server with the same data" + (
-                f", in network namespace {remote.netns['netns']} (veth)" if remote is not None and remote.netns
-                else ", on loopback" if remote is not None else ""),
+            "conninfo": {f"{t}_{lat}": tg.conninfo for (t, lat), tg in targets.items()},   # no password: see Target
+            "outfile": env.state["outfile"], "remote": _remote_fact(remote),
             "duration": "wall time of the client command (os.wait4), process start included, as the seed's",
         }
         return Setup(tools={f"{iface} client": v for iface, v in versions.items()}, facts=facts)
@@ -112,15 +150,17 @@ class Interfaces(Declared):
     def _queries(env: StudyEnv) -> list[str]:
         return sorted({split_sqlstrat(s)[0] for s in sqlstrats(env.options)}, key=query_rank)
 
-    def _load(self, env: StudyEnv, servers: list[Cluster]) -> dict[str, int]:
-        """The seed's tables the queries read, on every server at once; {table: rows}."""
+    def _load(self, env: StudyEnv, servers: list[Server]) -> dict[str, int]:
+        """The seed's tables the queries read, on every server at once (in a database of ours on a
+        user's); {table: rows}."""
         t0 = time.monotonic()
         p = env.options.params
         rows = {"t50k": p["t50k_rows"], "t10m": p["t10m_rows"]}
         queries = self._queries(env)
         named = {t for q in queries if q not in QUERIES for t in user_queries.tables_named(env.state["queries"][q], rows)}
         sizes = {t: rows[t] for t in sorted({*seed003.tables_of([q for q in queries if q in QUERIES]), *named})}
-        seed003.check_disk(sizes, len(servers), env.servers.workspace.free_bytes())
+        # a user server's disk is its own: the workspace holds managed servers' data only
+        seed003.check_disk(sizes, sum(s.managed for s in servers), env.servers.workspace.free_bytes())
         with ThreadPoolExecutor(max_workers=len(servers)) as pool:
             list(pool.map(lambda cluster: seed003.load(cluster, sizes), servers))
         env.log(f"tables {', '.join(f'{t} ({n:,} rows)' for t, n in sizes.items())} loaded in "
@@ -128,45 +168,48 @@ class Interfaces(Declared):
         return sizes
 
     @staticmethod
-    def _conninfo(env: StudyEnv, local: Cluster | None, remote: Cluster | None) -> dict[tuple[str, str], str]:
-        """(transport, latency) -> the clients' conninfo; every TCP path is a link, probed every round."""
-        conninfo: dict[tuple[str, str], str] = {}
-        if local is not None:
-            path = spec.network_path("tcp", DIRECT, env.major)
-            conninfo[("unix", path.latency)] = local.conninfo(DB, "unix")
-            conninfo[("tcp", path.latency)] = env.servers.path(path, local).conninfo(local.conninfo(DB, "tcp"))
+    def _targets(env: StudyEnv, local: Server | None, remote: Server | None) -> dict[tuple[str, str], Target]:
+        """(transport, latency) -> where the clients connect, by the server's own conninfo (a user's: its
+        DSN, TLS settings included) over the transports it serves; every TCP path is a link, probed
+        every round."""
+        targets: dict[tuple[str, str], Target] = {}
+        if local is not None and "unix" in local.transports:
+            targets[("unix", DIRECT)] = Target(local.conninfo(DB, "unix"), local)
+        if local is not None and "tcp" in local.transports:
+            link = env.servers.path(spec.network_path("tcp", DIRECT, env.major), local)
+            targets[("tcp", DIRECT)] = Target(link.conninfo(local.conninfo(DB, "tcp")), local)
         if remote is not None:
             for latency in env.options.dims["latency"]:
                 link = env.servers.path(spec.network_path("remote", latency, env.major), remote,
                                         env.options.params.get("bandwidth"))
-                conninfo[("remote", latency)] = link.conninfo(remote.conninfo(DB, "tcp"))
-        return conninfo
+                targets[("remote", latency)] = Target(link.conninfo(remote.conninfo(DB, "tcp")), remote)
+        return targets
 
-    def _references(self, env: StudyEnv, servers: list[Cluster]) -> dict[str, Reference]:
-        """psql's COPY of every query, on every server: their data must be the same."""
+    def _references(self, env: StudyEnv, targets: list[Target]) -> dict[str, Reference]:
+        """psql's COPY of every query on every server (through a target of each, as a client connects):
+        their data must be the same."""
         psql, timeout = env.bins.path("psql"), env.options.params["timeout"]
         reference: dict[str, Reference] = {}
         for query in self._queries(env):
-            refs = [self._reference(psql, c, query, env.state["queries"][query], timeout) for c in servers]
+            refs = [self._reference(psql, t, query, env.state["queries"][query], timeout) for t in targets]
             if any(r != refs[0] for r in refs):
                 raise UserError(f"{query}: the servers' tables differ (psql COPY): " + "; ".join(
-                    f"{c.name} {r.brief()}" for c, r in zip(servers, refs)))
+                    f"{t.server.name} {r.brief()}" for t, r in zip(targets, refs)))
             reference[query] = refs[0]
         return reference
 
     @staticmethod
-    def _reference(psql, cluster: Cluster, query: str, sql: str, timeout: float) -> Reference:
+    def _reference(psql, target: Target, query: str, sql: str, timeout: float) -> Reference:
         """psql's COPY of a query; a query of the user's runs read-only, and an error of it is the user's."""
         if query in QUERIES:
-            return copy_reference(psql, cluster.conninfo(DB), sql, timeout)
+            return copy_reference(psql, target.conninfo, sql, timeout, env=target.env())
         try:
-            return copy_reference(psql, cluster.conninfo(DB), sql, timeout, read_only=True)
+            return copy_reference(psql, target.conninfo, sql, timeout, read_only=True, env=target.env())
         except CopyFailed as e:
-            raise UserError(f"--query {query}: psql COPY of it on {cluster.name}: {e.detail}; give a query that "
-                            "only reads (tables t50k, t10m of the database iftest) and returns rows") from None
+            raise UserError(f"--query {query}: psql COPY of it on {target.server.name}: {e.detail}; give a query "
+                            "that only reads (tables t50k, t10m of the database iftest) and returns rows") from None
 
-    def _client_versions(self, env: StudyEnv, conninfo: dict[tuple[str, str], str],
-                         servers: dict[str, Cluster | None]) -> dict[str, str]:
+    def _client_versions(self, env: StudyEnv, targets: dict[tuple[str, str], Target]) -> dict[str, str]:
         """Every client once (select 1): its version, and a failure now rather than in every case."""
         paths: dict[str, tuple[str, str]] = {}
         for case in self.cases(env.options):
@@ -175,8 +218,8 @@ class Interfaces(Declared):
         jvm = shlex.split(env.options.params["jvm_options"])
         for iface, path in paths.items():
             try:
-                versions[iface] = run_native_client(iface, conninfo[path], "select 1", timeout=120, jvm_options=jvm,
-                                                    env=_client_env(servers, path[0])).output["version"]
+                versions[iface] = run_native_client(iface, targets[path].conninfo, "select 1", timeout=120,
+                                                    jvm_options=jvm, env=targets[path].env()).output["version"]
             except CaseError as e:
                 raise UserError(f"--interface: the {iface} client does not work here: {e}") from None
         return versions
@@ -195,11 +238,12 @@ class Interfaces(Declared):
         mode = f"cursor:{case['fetch']}" if case["method"] == "cursor" else case["method"]
         out = st["outfile"] if dest == "file" else "/dev/null"
         written = None
+        target = st["targets"][(case["transport"], case["latency"])]
         try:
-            run = run_native_client(iface, st["conninfo"][(case["transport"], case["latency"])], st["queries"][query],
-                                    mode=mode, keep=strategy == "once", iterations=iterations,
-                                    print_rows=printfrac == "p-all", dest=out, timeout=p["timeout"],
-                                    jvm_options=st["jvm_options"], env=_client_env(st["servers"], case["transport"], guc.session(env, case)))
+            run = run_native_client(iface, target.conninfo, st["queries"][query], mode=mode, keep=strategy == "once",
+                                    iterations=iterations, print_rows=printfrac == "p-all", dest=out,
+                                    timeout=p["timeout"], jvm_options=st["jvm_options"],
+                                    env=target.env(guc.session(env, case)))
             if dest == "file":
                 written = os.path.getsize(out)
         finally:
@@ -249,8 +293,33 @@ def sqlstrats(options: StudyOptions) -> tuple[str, ...]:
     return spec.user_sqlstrats(chosen, given)
 
 
-def _client_env(servers: dict[str, Cluster | None], transport: str,
-                settings: dict[str, str] | None = None) -> dict[str, str]:
-    """A client's environment (session_env) with PGPASSFILE naming the password file of the server
-    the transport reaches: the password never goes on the command line."""
-    return servers[REMOTE_ROLE if transport == "remote" else LOCAL_ROLE].client_env(session_env(settings))
+_ONLY = {"tcp": "measured over tcp (lcl:tcp) only, its DSN's way: pgpathbench has no unix socket of its own there",
+         "unix": "measured over unix (lcl:ipc) only, its DSN's socket directory: no TCP address of it is given"}
+_NO_TRANSPORT = {
+    "unix": "--transport unix: your server in the local role is reached over TCP (its DSN names a host), and "
+            "pgpathbench has no unix socket of its own there; leave unix out (e.g. --transport tcp,remote), or "
+            "give --server local=DSN with host=ITS_SOCKET_DIRECTORY to measure its socket",
+    "tcp": "--transport tcp: your server in the local role is reached by its unix socket (its DSN's host is a "
+           "directory); leave tcp out (e.g. --transport unix,remote), or give --server local=DSN with its TCP "
+           "host to measure tcp",
+}
+
+
+def _check_remote(remote: user.UserDsn, options: StudyOptions) -> None:
+    """The remote role is rmt:tcp: a TCP DSN, reachable through an emulated link (on 127.0.0.1)."""
+    if remote.over_socket:
+        raise UserError("--server remote: its DSN names a unix socket, and the remote transport (rmt:tcp) is TCP; "
+                        "give the server's host name or address")
+    if links_requested(options) and remote.params.get("sslmode") == "verify-full":
+        raise UserError("--latency/--bandwidth: an emulated link reaches your remote server at 127.0.0.1, a name "
+                        "its certificate does not hold, so sslmode=verify-full fails there; give sslmode=verify-ca "
+                        "in its DSN (the certificate still checked), or leave the link out")
+
+
+def _remote_fact(remote: Server | None) -> str:
+    if remote is None:
+        return "none"
+    if not remote.managed:
+        return "your server (a database of ours there) with the same data"
+    return "a second managed server with the same data" + (
+        f", in network namespace {remote.netns['netns']} (veth)" if remote.netns else ", on loopback")

@@ -257,8 +257,10 @@ public final class PgpbJdbc {
         String user = m.containsKey("user") ? m.remove("user") : System.getProperty("user.name");
         String dbname = m.containsKey("dbname") ? m.remove("dbname") : user;
         props.setProperty("user", user);
-        String[][] names = {{"password", "password"}, {"sslmode", "sslmode"}, {"connect_timeout", "connectTimeout"},
-                {"application_name", "ApplicationName"}, {"options", "options"}};
+        // sslrootcert: pgjdbc (LibPQFactory) reads libpq's PEM root certificate file as it is; libpq's
+        // client key (PEM) is not pgjdbc's (PKCS-8 DER or PKCS-12), so sslcert/sslkey stay refused.
+        String[][] names = {{"password", "password"}, {"sslmode", "sslmode"}, {"sslrootcert", "sslrootcert"},
+                {"connect_timeout", "connectTimeout"}, {"application_name", "ApplicationName"}, {"options", "options"}};
         for (String[] kv : names) {
             String v = m.remove(kv[0]);
             if (v != null) props.setProperty(kv[1], v);
