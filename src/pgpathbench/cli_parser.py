@@ -134,7 +134,7 @@ def _run_parser(sub) -> None:
             sp.add_argument(family.option, dest=f"knobs_{family.prefix}", action="append", metavar="NAME=A,B",
                             help=f"{family.help} (repeatable; {family.names_help})")
         for param in study.parameters.values():
-            sp.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}", help=param.help,
+            sp.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}", help=param.help.replace("%", "%%"),
                             action="append" if param.repeatable else "store")
 
 

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps, spawn_pgpathbench
-from user_server import UserServer, expected_fingerprint, source_and_external, use_passfile
+from user_server import UserServer, assert_no_secret, expected_fingerprint, source_and_external, use_passfile
 
 
 @pytest.fixture(scope="module")
