@@ -162,3 +162,39 @@ def test_doctor_checks_a_user_server(servers, workspace_root):
     assert bad.returncode == 1 and "MISSING" in bad.stdout
     assert "password authentication failed" in " ".join(bad.stdout.split())
     assert "wrong-pw" not in bad.stdout + bad.stderr
+
+
+def test_a_script_over_tables_copied_from_the_users_database(servers, workspace_root, tmp_path):
+    """--script-tables: the user's table read (only) into our database, the script run through every target."""
+    src, ext = servers
+    ws = workspace_root / "ws-user-script-tables"
+    script = tmp_path / "balance.sql"
+    script.write_text("\\set id random(1, 1000)\nSELECT balance FROM accounts WHERE id = :id;\n")
+    before = src.known_objects()
+    src.mark_log()
+    res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--repeat", "1", "--target", "local,fdw_local",
+                      "--server", f"source={src.dsn()} password={src.password()}", "--script", str(script),
+                      "--script-tables", "public.accounts", workspace=ws)
+    assert res.returncode == 0, res.stderr
+    assert "--script-tables: accounts (1,000 rows) copied" in res.stderr
+    run = report_json(ws)
+    assert {m["dims"]["target"] for m in run["measurements"]} == {"local", "fdw_local"}
+    assert all(m["error"] is None and m["metrics"]["transactions"] > 0 for m in run["measurements"])
+    assert src.user_data_fingerprint() == expected_fingerprint() and src.known_objects() == before and src.ours() == []
+    # In the user's database, the table was only read: its rows by COPY TO, its definition from the catalogs.
+    foreign = [s.text for s in src.foreign_statements()]
+    assert foreign and all(t.startswith('COPY "public"."accounts" TO STDOUT') or t.startswith("SELECT ")
+                           for t in foreign), foreign
+
+
+def test_script_tables_that_cannot_be_read_are_refused(servers, workspace_root, tmp_path):
+    src, _ = servers
+    ws = workspace_root / "ws-user-script-tables-bad"
+    script = tmp_path / "s.sql"
+    script.write_text("SELECT 1;\n")
+    base = ["run", "fdw-overhead", "--preset", "quick", "--script", str(script)]
+    assert_user_error(pgpathbench(*base, "--script-tables", "accounts", workspace=ws),
+                      "--script-tables: copies tables of your own source server", untouched=ws)
+    assert_user_error(pgpathbench(*base, "--server", f"source={src.dsn()} password={src.password()}",
+                                  "--script-tables", "no_such_table", workspace=ws),
+                      "--script-tables: no table no_such_table", untouched=ws)

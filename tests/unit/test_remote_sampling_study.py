@@ -181,10 +181,10 @@ def test_a_user_external_is_checked_by_its_own_version_not_by_pg():
     assert STUDY.cases(user)
     old, new = (dataclasses.make_dataclass("Facts", ["version_num"])(v) for v in (150004, 160002))
     with pytest.raises(UserError, match="^--server external: its postgres_fdw \\(PostgreSQL 15\\) has no analyze_sampling"):
-        STUDY.check_user_servers(user, {"external": old})
-    STUDY.check_user_servers(user, {"external": new, "source": old})
+        STUDY.check_user_servers(user, {"external": old}, {})
+    STUDY.check_user_servers(user, {"external": new, "source": old}, {})
     local_off = dataclasses.replace(user, dims={**user.dims, "analyze_sampling": ("local", "off")})
-    STUDY.check_user_servers(local_off, {"external": old})
+    STUDY.check_user_servers(local_off, {"external": old}, {})
 
 
 def test_analyze_remote_sql_is_the_select_of_the_table_among_what_ran():

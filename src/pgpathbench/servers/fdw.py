@@ -170,6 +170,15 @@ def logs_statements(conn: psycopg.Connection) -> bool:
                         "OR current_setting('log_min_duration_statement') = '0'").fetchone()[0]
 
 
+def own_relations(conn: psycopg.Connection) -> tuple[str, ...]:
+    """The tables and views of the public schema that no extension owns (template1 may have put
+    an extension's there, e.g. pg_stat_statements: importing them would clash on the other side)."""
+    return tuple(r[0] for r in conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
+        "AND c.relkind IN ('r', 'v', 'm', 'p', 'f') AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = "
+        "'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e') ORDER BY 1"))
+
+
 def import_schema(conn: psycopg.Connection, server: str, remote_schema: str = "public", into: str = "public",
                   tables: Sequence[str] | None = None) -> None:
     """IMPORT FOREIGN SCHEMA, all of it or LIMIT TO `tables`."""

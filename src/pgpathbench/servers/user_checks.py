@@ -115,7 +115,7 @@ def preflight(study, options, dsns: Mapping[str, UserDsn], bins) -> dict[str, Fa
             if problem:
                 raise UserError(f"--server {role}: {problem}")
     _reachable(study, options, dsns)
-    study.check_user_servers(options, found)
+    study.check_user_servers(options, found, dsns)
     return found
 
 

@@ -19,6 +19,7 @@ from ...metrics import catalogue
 from ...servers import fdw
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
+from ...servers.copy_tables import table_names
 from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
@@ -125,6 +126,9 @@ PARAMETERS = {
     "script": Parameter("script", "FILE[@WEIGHT]: your own pgbench script, run through local and every FDW "
                         "target instead of the builtin ones (repeatable: a weighted mix, as pgbench -f; "
                         "the workload is named script:NAME)", scripts, repeatable=True),
+    "script_tables": Parameter("script_tables", "TABLE,...: tables of your own database (the DSN of --server "
+                               "source=) copied into ours there for your --script: read, never written",
+                               lambda text: list(table_names(text))),
     "init": Parameter("init", "FILE: SQL run on the source after pgbench -i, creating and loading the tables "
                       "your --script reads (every table of its public schema becomes a foreign table)",
                       init_script),

@@ -27,7 +27,9 @@ for nothing). The local target has no foreign server: its cases carry '-' for ev
 
 Your workload: --script FILE[@WEIGHT] (pgbench -f, through local and every FDW target) with
 --init FILE (SQL run on the source after pgbench -i; every table of its public schema is then
-imported). The scripts' text is stored with the run's options, so a resumed run runs the same.
+imported), or with --script-tables T,... (tables of the user's own database on a user source, copied
+into ours there: read, never written). The scripts' text is stored with the run's options, so a
+resumed run runs the same.
 """
 
 from __future__ import annotations
@@ -49,12 +51,13 @@ from ...errors import UserError
 from ...matrix import Case, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ...servers import fdw, guc
+from ...servers import copy_tables, fdw, guc
 from ...servers.network import time_statement
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
 from ...tools import pgbench
-from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested
+from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested, \
+    user_roles
 from . import report as study_report, spec
 from .spec import HOP, ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 
@@ -73,15 +76,26 @@ class FdwOverhead(Declared):
 
     # -- the matrix -------------------------------------------------------------------------
     def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
-        """With --script, the workload is the scripts (script:NAME); --init goes with --script."""
+        """With --script, the workload is the scripts (script:NAME); --init and --script-tables go with
+        --script, --script-tables with a user source."""
         p = options.params
         if p.get("init") and not p.get("script"):
             raise UserError("--init: creates the tables your --script reads; give --script FILE too")
+        if p.get("script_tables") and not (p.get("script") and SOURCE_ROLE in user_roles(options)):
+            raise UserError("--script-tables: copies tables of your own source server for your --script; give "
+                            "--script FILE and --server source=DSN too")
         if not p.get("script"):
             return options
         if "workload" in given:
             raise UserError("--workload: not with --script, whose scripts are the workload; leave --workload out")
         return dataclasses.replace(options, dims={**options.dims, "workload": (spec.script_workload(p["script"]),)})
+
+    def check_user_servers(self, options: StudyOptions, facts, dsns) -> None:
+        """--script-tables: each table readable in the source DSN's database (read-only)."""
+        names = tuple(options.params.get("script_tables") or ())
+        if names:
+            with dsns[SOURCE_ROLE].connect(read_only=True) as conn:
+                copy_tables.check_readable(conn, names, "--script-tables")
 
     def check(self, options: StudyOptions, bins) -> None:
         """--set (see Declared), and the user's scripts, parsed by pgbench itself (a dry parse: see
@@ -138,6 +152,12 @@ class FdwOverhead(Declared):
                            _passfile(source))
         env.log(f"pgbench data at scale {p['scale']} loaded in {time.monotonic() - t0:.1f} s")
         env.state["scripts"] = _script_files(p.get("script") or [])
+        if p.get("script_tables"):
+            t0 = time.monotonic()
+            with source.connect("postgres") as theirs, source.connect("source") as ours:   # theirs: read-only
+                env.state["copied"] = copied = copy_tables.copy_tables(theirs, ours, tuple(p["script_tables"]))
+            env.log(f"--script-tables: {', '.join(f'{t} ({n:,} rows)' for t, n in copied.items())} copied into "
+                    f"our database in {time.monotonic() - t0:.1f} s")
         if p.get("init"):
             t0 = time.monotonic()
             _run_init(env, source, p["init"])
@@ -146,7 +166,9 @@ class FdwOverhead(Declared):
         isolation = ISOLATIONS[p["isolation"]]
         _set_isolation(source, "source", isolation)
         env.state["source"] = source
-        env.state["targets"] = self._targets(env, source, external, isolation, imported=bool(p.get("init")))
+        with source.connect("source") as conn:   # the scripts' tables too: ours in public, no extension's
+            tables = fdw.own_relations(conn) if p.get("init") or p.get("script_tables") else TABLES
+        env.state["targets"] = self._targets(env, source, external, isolation, tables)
         cases = [c for c in self.cases(env.options) if c["pg"] == env.major]
         facts = {"scale": p["scale"], "isolation": isolation,
                  "pgbench_flags": "-n always; -M per case (--protocol); -j min(clients, cores); --max-tries",
@@ -160,11 +182,13 @@ class FdwOverhead(Declared):
             facts["scripts"] = [{k: s[k] for k in ("name", "weight", "path")} for s in p["script"]]
         if p.get("init"):
             facts["init"] = {k: p["init"][k] for k in ("name", "path")}
+        if p.get("script_tables"):
+            facts["script_tables"] = env.state["copied"]
         return Setup(tools={"pgbench": pgbench.version(env.bins.path("pgbench"))}, facts=facts)
 
     @staticmethod
     def _targets(env: StudyEnv, source: Server, external: Server | None, isolation: str,
-                 imported: bool) -> dict[tuple[str, str], tuple[Server, str]]:
+                 tables: tuple[str, ...]) -> dict[tuple[str, str], tuple[Server, str]]:
         """(target, latency) -> (cluster, database) pgbench connects to, foreign tables made."""
         bandwidth = env.options.params.get("bandwidth")
         targets = {("local", DIRECT): (source, "source")}
@@ -174,7 +198,7 @@ class FdwOverhead(Declared):
             if target == "fdw_local":
                 # Inside the source's own network stack: loopback, whatever stack that is.
                 _foreign_tables(source, "localfdw", (source.self_host, source.port), source, isolation,
-                                readonly=False, imported=imported)
+                                readonly=False, tables=tables)
                 targets[(target, DIRECT)] = (source, "localfdw")
             elif target in REMOTE_TARGETS:
                 base = {"fdw_external": "external", "fdw_external_ro": "external_ro"}[target]
@@ -182,7 +206,7 @@ class FdwOverhead(Declared):
                     link = env.servers.path(NetworkPath(env.major, SOURCE_ROLE, latency), source, bandwidth)
                     db = base if latency == DIRECT else f"{base}_{latency}"
                     _foreign_tables(external, db, source.reached_at(link), source, isolation,
-                                    readonly=target == "fdw_external_ro", imported=imported)
+                                    readonly=target == "fdw_external_ro", tables=tables)
                     targets[(target, latency)] = (external, db)
         return targets
 
@@ -264,13 +288,14 @@ def _set_isolation(server: Server, db: str, isolation: str) -> None:
 
 
 def _foreign_tables(cluster: Server, db: str, address: tuple[str, int], source: Server, isolation: str,
-                    readonly: bool, imported: bool = False) -> None:
+                    readonly: bool, tables: tuple[str, ...] = TABLES) -> None:
     """Database `db` on `cluster` with the four pgbench tables as foreign tables of the source at
-    `address` (imported: every table of the source's public schema, those of --init too)."""
+    `address`: `tables` of the source's public schema (pgbench's, and with --init or --script-tables
+    every one of ours there)."""
     cluster.create_database(db)
     with cluster.connect(db) as conn:
         fdw.reach(conn, SERVER, source, "source", address)
-        fdw.import_schema(conn, SERVER, "public", "public", None if imported else TABLES)
+        fdw.import_schema(conn, SERVER, "public", "public", tables)
     _set_isolation(cluster, db, isolation)
     with cluster.connect(db) as conn:
         if readonly:  # seed 000, Snippet 2

@@ -88,7 +88,7 @@ class RemoteSampling(Declared):
 
         return cross(self.name, self.dimensions, dims, exclude)
 
-    def check_user_servers(self, options: StudyOptions, facts) -> None:
+    def check_user_servers(self, options: StudyOptions, facts, dsns) -> None:
         """analyze_sampling is an option of the postgres_fdw that runs ANALYZE: the external's (16+)."""
         external, modes = facts.get("external"), _sampling_modes(options)
         if external is not None and external.version_num < 160000 and modes:
