@@ -47,6 +47,7 @@ from psycopg import sql
 
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
+from pgpathbench.servers.netns import create_netns, remove_netns_links
 
 DBA, APP, USERDB, ROWS = "dba", "app", "userdb", 1000
 _DATA_SQL = ("INSERT INTO public.accounts SELECT i, 'owner-' || lpad((i % 37)::text, 2, '0'), i * 1.25 "
@@ -73,8 +74,11 @@ class UserServer:
     """with UserServer(root) as s: ... -- initdb, start, the user's roles and data; then stop and remove."""
 
     def __init__(self, root: Path, name: str = "user-server", address: str = "127.0.0.1",
-                 ssl: bool = False, pg_stat_statements: bool = False):
+                 ssl: bool = False, pg_stat_statements: bool = False, veth: bool = False):
+        """veth: on a host of its own (root only): a network namespace joined to ours by a veth pair,
+        listening on the namespace's address (so the tool's traffic crosses the veth)."""
         self.dir, self.address, self.ssl, self.pg_stat_statements = Path(root) / name, address, ssl, pg_stat_statements
+        self.veth, self.netns = veth, None
         self.bins, self.user = resolve(15), OsUser.for_servers()
         self.data, self.logfile = self.dir / "data", self.dir / "server.log"
         self.root_cert, self.pgpass_file = self.dir / "root.crt", self.dir / "pgpass"
@@ -107,6 +111,9 @@ class UserServer:
     def _initdb(self) -> None:
         self.dir.mkdir(parents=True)        # never an existing directory: stop() removes it
         self._made_dir = True
+        if self.veth:   # recorded in the fixture's own state file, removed by stop()
+            self.netns = create_netns(f"usr{secrets.token_hex(3)}", self.dir / "netns.json", owner="fixture")
+            self.address = self.netns["ns_addr"]
         self.sockdir = Path(tempfile.mkdtemp(prefix="pgpb-user-"))   # short: sun_path is 108 bytes
         for d in (self.dir, self.sockdir):
             os.chmod(d, 0o700)
@@ -150,11 +157,12 @@ class UserServer:
 
     def _launch(self) -> None:
         for _ in range(5):                  # a port taken between probe and bind is retried
-            self.port = _free_port(self.address)
+            self.port = 5432 if self.netns else _free_port(self.address)   # a namespace's stack is its own
             with open(self.logfile, "ab") as log:   # the postmaster's stderr: the server log
                 # SIGINT (fast shutdown) when the test process dies, however it dies.
                 self._proc = self.user.spawn([str(self.bins.path("postgres")), "-D", str(self.data),
-                                              "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT)
+                                              "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT,
+                                             netns=self.netns["netns"] if self.netns else None)
             if self._ready():
                 return
             if "could not bind" not in self.logfile.read_text(errors="replace"):
@@ -198,6 +206,8 @@ class UserServer:
                     break
                 except subprocess.TimeoutExpired:
                     continue
+        if self.netns is not None:
+            remove_netns_links(self.dir / "netns.json", owner="fixture")
         if self._made_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
         if self.sockdir is not None:

@@ -260,7 +260,7 @@ class UserServer:
         """From SQL only: what the server says of itself; the host's facts are unknown from here."""
         with self.dsn.connect(read_only=True) as conn:
             version, num, addr, port, superuser = conn.execute(
-                "SELECT version(), current_setting('server_version_num')::int, inet_server_addr()::text, "
+                "SELECT version(), current_setting('server_version_num')::int, host(inet_server_addr()), "
                 "inet_server_port(), current_setting('is_superuser')").fetchone()
             settings = dict(conn.execute(
                 "SELECT name, setting FROM pg_settings WHERE source NOT IN ('default', 'override') "
