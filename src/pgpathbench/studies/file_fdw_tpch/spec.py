@@ -214,4 +214,6 @@ VOCABULARY = Vocabulary(
     roles={"tpch": Role("tpch", "reads the TPC-H files through file_fdw and holds the loaded tables", None,
                         "file_fdw reads files on the server's own disk: pgpathbench would have to write the "
                         ".tbl files there (run it on that machine, as a user the server can read from)"),
-           "worker": Role("worker", "worker1..N of the scale-out layout: a partition each", None, NOT_YET)})
+           "worker": Role("worker", "worker1..N of the scale-out layout: a partition each, as a loaded table and "
+                          "through file_fdw", None, "its file_fdw partitions read files on the server's own "
+                          "disk, as tpch's do (run pgpathbench on that machine, as a user the server can read from)")})
