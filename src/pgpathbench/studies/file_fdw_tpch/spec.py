@@ -11,7 +11,7 @@ from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
 from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
-from ..base import NOT_YET, Role, Vocabulary, PG, EVIDENCE, UNTIL_CI, knob_families
+from ..base import Role, Vocabulary, PG, EVIDENCE, UNTIL_CI, knob_families
 
 LAYOUTS = ("single", "partitioned", "scaleout")
 STORAGES = ("regular", "foreign")
