@@ -32,16 +32,14 @@ Python, read from the result model.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from ... import user_queries
-from ...clients import iteration_percentiles, require_clients, run_native_client, session_env
+from ...clients import iteration_percentiles, require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES
 from ...errors import CaseError, UserError
@@ -55,19 +53,8 @@ from ...servers.topology import Server
 from ...tools.psql_copy import CopyFailed, Reference, copy_reference
 from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
 from . import charts, report as study_report, spec
+from .local import Target, local_targets, refine_local, say_local
 from .spec import LOCAL_ROLE, REMOTE_ROLE, client_times, process_figures, query_rank, split_sqlstrat
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a client (and psql's reference) connects for one (transport, latency): a conninfo without
-    a password, and the server whose password file its environment names (PGPASSFILE)."""
-    conninfo: str
-    server: Server
-
-    def env(self, settings: dict[str, str] | None = None) -> dict[str, str]:
-        """session_env (with a case's --set session settings) and the server's PGPASSFILE."""
-        return self.server.client_env(session_env(settings))
 
 
 class Interfaces(Declared):
@@ -77,21 +64,10 @@ class Interfaces(Declared):
     def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
         """A user server serves its DSN's transport only: the local role's other one is refused when
         --transport names it, left out otherwise (prepare() says so)."""
-        dsns = user.from_stored(options.params)
-        transports = options.dims["transport"]
-        remote = dsns.get(REMOTE_ROLE)
-        if remote is not None and "remote" in transports:
+        remote = user.from_stored(options.params).get(REMOTE_ROLE)
+        if remote is not None and "remote" in options.dims["transport"]:
             _check_remote(remote, options)
-        local = dsns.get(LOCAL_ROLE)
-        if local is None:
-            return options
-        missing = "tcp" if local.over_socket else "unix"
-        if missing not in transports:
-            return options
-        if "transport" in given:
-            raise UserError(_NO_TRANSPORT[missing])
-        return dataclasses.replace(options, dims={**options.dims, "transport": tuple(t for t in transports
-                                                                                     if t != missing)})
+        return refine_local(options, given)
 
     def cases(self, options: StudyOptions) -> list[Case]:
         require_clients(options.dims["interface"])
@@ -122,8 +98,8 @@ class Interfaces(Declared):
             if "remote" in transports else None
         servers = [c for c in (local, remote) if c is not None]
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
-        if local is not None and not local.managed:
-            env.log(f"local is your server: {_ONLY[local.transports[0]]}")
+        if local is not None:
+            say_local(env, local)
         sizes = self._load(env, servers)
         targets = self._targets(env, local, remote)
         t0 = time.monotonic()
@@ -172,12 +148,7 @@ class Interfaces(Declared):
         """(transport, latency) -> where the clients connect, by the server's own conninfo (a user's: its
         DSN, TLS settings included) over the transports it serves; every TCP path is a link, probed
         every round."""
-        targets: dict[tuple[str, str], Target] = {}
-        if local is not None and "unix" in local.transports:
-            targets[("unix", DIRECT)] = Target(local.conninfo(DB, "unix"), local)
-        if local is not None and "tcp" in local.transports:
-            link = env.servers.path(spec.network_path("tcp", DIRECT, env.major), local)
-            targets[("tcp", DIRECT)] = Target(link.conninfo(local.conninfo(DB, "tcp")), local)
+        targets = {(t, DIRECT): tg for t, tg in (local_targets(env, local) if local else {}).items()}
         if remote is not None:
             for latency in env.options.dims["latency"]:
                 link = env.servers.path(spec.network_path("remote", latency, env.major), remote,
@@ -291,18 +262,6 @@ def sqlstrats(options: StudyOptions) -> tuple[str, ...]:
         raise UserError(f"--sqlstrat: '{unknown[0]}' names no query; give --query {name}=SQL or "
                         f"--query-file {name}=FILE, or choose from {','.join(spec.SQLSTRATS)}")
     return spec.user_sqlstrats(chosen, given)
-
-
-_ONLY = {"tcp": "measured over tcp (lcl:tcp) only, its DSN's way: pgpathbench has no unix socket of its own there",
-         "unix": "measured over unix (lcl:ipc) only, its DSN's socket directory: no TCP address of it is given"}
-_NO_TRANSPORT = {
-    "unix": "--transport unix: your server in the local role is reached over TCP (its DSN names a host), and "
-            "pgpathbench has no unix socket of its own there; leave unix out (e.g. --transport tcp,remote), or "
-            "give --server local=DSN with host=ITS_SOCKET_DIRECTORY to measure its socket",
-    "tcp": "--transport tcp: your server in the local role is reached by its unix socket (its DSN's host is a "
-           "directory); leave tcp out (e.g. --transport unix,remote), or give --server local=DSN with its TCP "
-           "host to measure tcp",
-}
 
 
 def _check_remote(remote: user.UserDsn, options: StudyOptions) -> None:
