@@ -500,7 +500,7 @@ def test_every_fidelity_metric_is_declared(monkeypatch, workload, tool):
                if (c["workload"], c["tool"], c["transport"]) == (workload, tool, "tcp")]
     opts = StudyOptions(study.name, "quick", 6, {"iterations": 2000, "timeout": 60}, study.default_dims)
     env = StudyEnv(opts, "15", SimpleNamespace(path=lambda tool: tool), None, lambda line: None,
-                   {"conninfo": {"tcp": "host=x"}, "reference": ref, "jvm_options": [], "script": "loop.sql",
+                   {"targets": {"tcp": interfaces_study.Target("host=x", None)}, "reference": ref, "jvm_options": [], "script": "loop.sql",
                     "client_env": {"PGPASSFILE": "pf"}})
     metrics = study.measure(env, case)
     assert set(metrics) <= set(study.metrics), set(metrics) - set(study.metrics)
@@ -646,3 +646,16 @@ def test_fidelity_matrix_and_target():
     assert target_verdict(summary(1.10, 1.02, 1.2)) == "undecided: median above, CI spans 1.05"
     assert target_verdict(summary(1.2, 1.1, 1.3)) == "missed"
     assert "too few rounds (3)" in target_verdict(summary(1.0, 0.9, 1.1, n=3, coverage=0.75))
+
+
+def test_fidelity_keeps_a_user_local_servers_transport_only(monkeypatch):
+    """interfaces-fidelity's local role as interfaces': the DSN's transport, the other refused when named."""
+    monkeypatch.delenv("PGHOST", raising=False)
+    study = STUDIES["interfaces-fidelity"]
+    opts = StudyOptions(study.name, "quick", 6, {"servers": {"local": "host=db1 dbname=app"}}, study.default_dims)
+    assert study.refine(opts, set()).dims["transport"] == ("tcp",)
+    with pytest.raises(UserError, match=r"^--transport unix: .*\(e\.g\. --transport tcp\)"):
+        study.refine(opts, {"transport"})
+    managed = StudyOptions(study.name, "quick", 6, {}, study.default_dims)
+    assert study.refine(managed, set()) == managed
+    assert study.vocabulary.roles["local"].needs == ("createdb",)

@@ -167,10 +167,6 @@ class Role:
     reaches: tuple[str, ...] = ()             # roles whose server this one connects to (postgres_fdw)
 
 
-NOT_YET = ("not yet: this version measures user servers in fdw-overhead, remote-sampling and interfaces only; "
-           "it would need this study's data and objects made in a database of ours there")
-
-
 def user_roles(options: StudyOptions) -> frozenset[str]:
     """The roles given as user servers (--server ROLE=DSN), as the run's options store them."""
     return frozenset(options.params.get("servers") or ())

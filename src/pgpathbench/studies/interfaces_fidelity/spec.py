@@ -15,9 +15,9 @@ from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...servers.paths import DIRECT, NetworkPath
 from ...stats import Summary
-from ..base import NOT_YET, Role, Vocabulary, PG, EVIDENCE, UNTIL_CI, knob_families
-from ..interfaces.spec import CLIENT, DEFAULT_JVM_OPTIONS, LOCAL_ROLE, PROCESS, parse_jvm_options, parse_positive, \
-    parse_rows
+from ..base import Role, Vocabulary, PG, EVIDENCE, UNTIL_CI, knob_families
+from ..interfaces import spec as interfaces_spec
+from ..interfaces.spec import CLIENT, DEFAULT_JVM_OPTIONS, PROCESS, parse_jvm_options, parse_positive, parse_rows
 
 TOOLS = ("reference", "libpq", "libpq-nochecksum", "odbc", "jdbc", "psycopg")
 DIAGNOSTIC = "libpq-nochecksum"     # pgpb_libpq without the contract's checksum: what the checksum costs
@@ -34,7 +34,8 @@ DIMENSIONS = {
     "workload": Dimension("workload", "copy: all of t10m (client COPY vs psql COPY > /dev/null); loop: the "
                           "1-row query N times on one connection (client normal mode vs pgbench -f)", WORKLOADS),
     "tool": Dimension("tool", "reference (psql or pgbench) or a native client", TOOLS),
-    "transport": Dimension("transport", "unix socket or loopback TCP (JDBC: TCP only)", TRANSPORTS),
+    "transport": Dimension("transport", "unix socket or loopback TCP (JDBC: TCP only; a user server: its DSN's "
+                           "transport only)", TRANSPORTS),
     "pg": PG,
 }
 PARAMETERS = {
@@ -70,8 +71,8 @@ def excluded(d: dict[str, str]) -> bool:
 
 
 def network_path(transport: str, pg: str) -> NetworkPath | None:
-    """Loopback TCP to the one server (probed every round), or the unix socket."""
-    return NetworkPath(pg, LOCAL_ROLE, DIRECT) if transport == "tcp" else None
+    """Loopback TCP to the one server (probed every round), or the unix socket: interfaces' local paths."""
+    return interfaces_spec.network_path(transport, DIRECT, pg)
 
 
 def target_verdict(r: Summary) -> str:
@@ -99,4 +100,6 @@ VOCABULARY = Vocabulary(
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
     knob_families=knob_families(),
-    roles={"local": Role("local", "holds the test tables", None, NOT_YET)})
+    roles={"local": Role("local", "holds t50k and t10m (a database of ours), read by the clients and the reference "
+                         "tools; a user server by its DSN's way only: unix if its host is a socket directory, "
+                         "else tcp", ("createdb",))})

@@ -11,6 +11,10 @@ and checksum are checked against psql's COPY (tools/psql_copy.py) as in the inte
 The reference tools compute no checksum, so a diagnostic tool, `libpq-nochecksum` (pgpb_libpq
 built without its checksum loop), splits libpq's ratio into what the client's use of libpq
 costs and what the checksum costs.
+
+The server may be the user's (--server local=DSN): the tables go into a database of ours there,
+and every client and reference tool connects by the DSN, over its transport only (interfaces'
+local role: studies/interfaces/local.py).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import shlex
 import subprocess
 import time
 
-from ...clients import require_clients, run_native_client, session_env
+from ...clients import require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES, SEED_ID
 from ...errors import CaseError, UserError
@@ -32,6 +36,7 @@ from ...servers.paths import NetworkPath
 from ...tools.psql_copy import copy_reference
 from ...tools.spawn import spawn_measured
 from ..base import Declared, Setup, StudyEnv, StudyOptions
+from ..interfaces.local import local_targets, refine_local, say_local
 from ..interfaces.spec import LOCAL_ROLE, client_times, process_figures
 from . import report as study_report, spec
 from .spec import CLIENT_MODE, DIAGNOSTIC, REFERENCE_TOOL
@@ -51,19 +56,26 @@ class InterfacesFidelity(Declared):
     def path(self, case: Case) -> NetworkPath | None:
         return spec.network_path(case["transport"], case["pg"])
 
+    def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
+        """A user server serves its DSN's transport only (interfaces' local role)."""
+        return refine_local(options, given)
+
     def prepare(self, env: StudyEnv) -> Setup:
         p = env.options.params
         t0 = time.monotonic()
-        server = env.servers.cluster(LOCAL_ROLE)
+        server = env.servers.server(LOCAL_ROLE)
+        say_local(env, server)
         seed003.load(server, {"t50k": T50K_ROWS, "t10m": p["rows"]})
         env.log(f"t50k ({T50K_ROWS:,} rows) and t10m ({p['rows']:,} rows) loaded in {time.monotonic() - t0:.1f} s")
         script = env.servers.root / f"fidelity-loop-{env.major}.sql"
+        script.parent.mkdir(parents=True, exist_ok=True)
         script.write_text(QUERIES["sql001"] + ";\n")
-        tcp = env.servers.path(spec.network_path("tcp", env.major), server)
-        conninfo = {"unix": server.conninfo(DB, "unix"), "tcp": tcp.conninfo(server.conninfo(DB, "tcp"))}
-        reference = copy_reference(env.bins.path("psql"), conninfo["unix"], QUERIES["sql10m"], p["timeout"])
-        env.state.update(conninfo=conninfo, script=str(script), reference=reference, server=server,
-                         client_env=server.client_env(session_env()),   # PGPASSFILE: no password on a command line
+        targets = local_targets(env, server)
+        first = next(iter(targets.values()))
+        reference = copy_reference(env.bins.path("psql"), first.conninfo, QUERIES["sql10m"], p["timeout"],
+                                   env=first.env())
+        env.state.update(targets=targets, script=str(script), reference=reference,
+                         client_env=first.env(),   # PGPASSFILE: no password on a command line
                          jvm_options=shlex.split(p["jvm_options"]))
         tools = {tool: _version(env, tool) for tool in ("psql", "pgbench")}
         return Setup(tools=tools, facts={
@@ -76,12 +88,12 @@ class InterfacesFidelity(Declared):
 
     def before_measure(self, env: StudyEnv, case: Case) -> None:
         """The case's --set session settings in the clients' and the reference tools' PGOPTIONS."""
-        env.state["client_env"] = env.state["server"].client_env(session_env(guc.session(env, case)))
+        env.state["client_env"] = next(iter(env.state["targets"].values())).env(guc.session(env, case))
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         p, st = env.options.params, env.state
         workload, tool = case["workload"], case["tool"]
-        conninfo = st["conninfo"][case["transport"]]
+        conninfo = st["targets"][case["transport"]].conninfo
         if tool == "reference":
             return _reference(env, workload, conninfo)
         mode = CLIENT_MODE[(workload, tool)]
