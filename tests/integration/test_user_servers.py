@@ -117,7 +117,7 @@ def _wait_for_round(proc, timeout_s: float = 120) -> None:
 
 
 @pytest.mark.parametrize("case", ["wrong password", "no createdb", "no postgres_fdw", "unknown role", "twice",
-                                  "not yet"])
+                                  "file_fdw"])
 def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_root, case):
     src, ext = servers
     ws = workspace_root / f"ws-user-bad-{case.replace(' ', '-')}"
@@ -135,11 +135,12 @@ def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_ro
                             "--server external: postgres_fdw is not usable by nofdw"),
         "unknown role": (["--server", f"worker={src.dsn()}"], "--server worker: not a role of this study"),
         "twice": (["--server", f"source={src.dsn()}", "--server", f"source={src.dsn()}"], "--server source: given twice"),
-        "not yet": (None, "--server local: the local role of interfaces-fidelity cannot be a user server"),
+        "file_fdw": (None, "--server tpch: the tpch role of file-fdw-tpch cannot be a user server: file_fdw reads "
+                           "files on the server's own disk"),
     }[case]
     src.mark_log()
     if args is None:
-        res = pgpathbench("run", "interfaces-fidelity", "--preset", "quick", "--server", f"local={src.dsn()}",
+        res = pgpathbench("run", "file-fdw-tpch", "--preset", "quick", "--server", f"tpch={src.dsn()}",
                           workspace=ws)
     else:
         res = pgpathbench("run", "fdw-overhead", "--preset", "quick", *args, workspace=ws)
