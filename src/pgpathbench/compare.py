@@ -77,7 +77,12 @@ def environment_facts(run: RunResult | Mapping) -> dict[str, dict[str, set[str]]
                 facts[f"link {name}"][attr].add(value)
     for so in options.get("studies") or []:
         for k, v in (so.get("params") or {}).items():
-            facts[f"{so.get('study')} parameters"][f"--{k.replace('_', '-')}"].add(str(v))
+            if k != "servers":   # below, with the runs that gave none
+                facts[f"{so.get('study')} parameters"][f"--{k.replace('_', '-')}"].add(str(v))
+        # Which roles were the user's servers, and where: a run against yours is not one against ours.
+        given = (so.get("params") or {}).get("servers") or {}
+        facts["servers"]["user servers (--server)"].add(
+            ", ".join(f"{role}={dsn}" for role, dsn in sorted(given.items())) or "none: all managed")
     return facts
 
 

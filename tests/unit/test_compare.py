@@ -72,6 +72,17 @@ def test_roles_and_links_only_one_run_has_are_not_differences():
     assert environment_differences(run(), run("B", sessions=[s])) == []
 
 
+def test_a_run_on_user_servers_differs_from_one_on_managed_ones_or_other_user_servers():
+    params = {"scale": 1, "duration": 1, "isolation": "repeatable-read"}
+    mine = run("B", params={**params, "servers": {"source": "host=db1 user=app dbname=app"}})
+    assert environment_differences(run(), mine) == [
+        "servers: user servers (--server) none: all managed vs source=host=db1 user=app dbname=app"]
+    other = run("C", params={**params, "servers": {"source": "host=db2 user=app dbname=app"}})
+    assert environment_differences(mine, other) == [
+        "servers: user servers (--server) source=host=db1 user=app dbname=app vs source=host=db2 user=app dbname=app"]
+    assert environment_differences(mine, copy.deepcopy(mine)) == []
+
+
 def measurement(case_id, round_no, tps, ok=True):
     return {"study": "fdw-overhead", "case_id": case_id, "round": round_no, "ok": ok,
             "metrics": {"tps": tps} if ok else {}, "dims": {}}
