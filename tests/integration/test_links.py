@@ -36,9 +36,13 @@ def linked_run(workspace_root):
 def test_links_are_probed_before_and_after_every_round(linked_run):
     _, rep = linked_run
     probes = rep["link_probes"]
+    # Each path from here, and the FDW hop over it from the external server (a one-row foreign scan).
     assert Counter((p["link"], p["round"], p["phase"]) for p in probes) == {
-        (link, r, phase): 1 for link in ("pg15_source_0ms", "pg15_source_2ms") for r in (1, 2, 3)
+        (link, r, phase): 1 for link in ("pg15_source_0ms", "pg15_source_2ms", "pg15_source_0ms+fdw_scan",
+                                         "pg15_source_2ms+fdw_scan") for r in (1, 2, 3)
         for phase in ("before", "after")}
+    # postgres_fdw's scan makes several round trips (transaction, cursor, fetch, close): two at least.
+    assert all(p["rtt_min_ms"] >= 2 * 2.0 for p in probes if p["link"] == "pg15_source_2ms+fdw_scan")
     # A 2 ms link adds 2 ms (+ the proxy hop), read against the direct path to the same server probed
     # at the same moment (round and phase): the fastest of each probe's 100 round trips is the one a
     # busy machine disturbed least, and the direct path's own spread (p95 - min) says how busy it was.
