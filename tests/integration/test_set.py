@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from conftest import pgpathbench, report_json, started_cluster
+from conftest import assert_user_error, pgpathbench, report_json, started_cluster
 
 from pgpathbench.matrix import Case
 from pgpathbench.servers import fdw
@@ -63,17 +63,18 @@ def test_session_and_sighup_settings_reach_pgbench_and_the_servers(workspace_roo
     pgpathbench("clean", workspace=workspace_root)
 
 
-def test_a_value_the_server_refuses_stops_the_run_before_measuring(workspace_root):
-    res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--target", "local", "--workload", "ro",
-                      "--clients", "1", "--duration", "1", "--repeat", "1", "--set", "work_mem=12zz",
-                      workspace=workspace_root)
-    assert res.returncode == 2
-    assert res.stderr.strip().splitlines()[-1] == (
-        "pgpathbench: error: --set work_mem: PostgreSQL 15 refuses '12zz': invalid value for parameter "
-        "\"work_mem\": \"12zz\"; give values it accepts (SHOW work_mem)")
-    runs = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)
-    latest = max(runs, key=lambda r: r["started_at"])
-    assert latest["status"] == "failed" and latest["measurements"] == 0
+def test_a_value_postgresql_refuses_is_refused_before_anything_is_written(workspace_root):
+    """PostgreSQL's own checks (form, unit, range, enum: postgres -C), before a run is stored."""
+    def runs() -> list:
+        res = pgpathbench("runs", "--format", "json", workspace=workspace_root)
+        return json.loads(res.stdout) if res.returncode == 0 else []
+    before = runs()
+    for value, said in (("12zz", 'invalid value for parameter "work_mem": "12zz"'),
+                        ("1", '1 kB is outside the valid range for parameter "work_mem" (64 .. 2147483647)')):
+        res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--target", "local", "--workload", "ro",
+                          "--repeat", "1", "--set", f"work_mem=64MB,{value}", workspace=workspace_root)
+        assert_user_error(res, f"--set work_mem: PostgreSQL 15 refuses '{value}': {said}; give values it accepts")
+    assert runs() == before
 
 
 def test_a_session_setting_reaches_the_native_client_and_psql(workspace_root):

@@ -2,8 +2,9 @@
 
 Checked before anything is written (check()): the name against `postgres --describe-config`
 of the binaries at hand (every GUC of the major, with its context and type: no server needed),
-its context (what --set can vary), and each value's form for booleans and numbers. The server
-itself has the last word, in prepare (verify()): the name in its pg_settings, each value accepted
+its context (what --set can vary), each value's form for booleans and numbers, then each value
+as PostgreSQL judges it without a server (`postgres -C NAME -c NAME=VALUE` over an empty
+configuration directory: units, ranges, enums). The server itself has the last word, in prepare (verify()): the name in its pg_settings, each value accepted
 (set_config in a transaction rolled back, or ALTER SYSTEM SET then RESET, which checks a value's
 form and range; a postmaster setting the machine cannot honour, huge_pages=on without huge pages,
 fails at the first restart, with the server's log) - a refusal is a UserError naming the option,
@@ -32,7 +33,9 @@ import functools
 import os
 import re
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -40,6 +43,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import UserError
+from ..procs import OsUser
 from ..matrix import NOT_APPLICABLE, Case, KnobFamily
 
 SESSION = ("user", "superuser")
@@ -137,6 +141,28 @@ def check(options, bins) -> None:
             raise UserError(message)
         for v in values:
             _check_form(guc, v)
+    _check_values(str(bins.path("postgres")), major, {n: v for n, v in settings.items() if n in gucs})
+
+
+def _check_values(postgres: str, major: str, settings: Mapping[str, tuple[str, ...]]) -> None:
+    """Each value as PostgreSQL itself judges it, without a server: `postgres -C NAME -c NAME=VALUE`
+    over an empty configuration directory (its range, unit and enum checks), run as the servers'
+    user (postgres refuses root). Where there is no such user, verify() in prepare has the word."""
+    try:
+        user = OsUser.for_servers()
+    except UserError:
+        return
+    with tempfile.TemporaryDirectory(prefix="pgpathbench-set-") as d:
+        user.chown(Path(d))
+        (Path(d) / "postgresql.conf").touch()
+        for name, values in settings.items():
+            for v in values:
+                res = user.run([postgres, "-D", d, "-C", name, "-c", f"{name}={v}"], capture_output=True,
+                               text=True, timeout=30)
+                if res.returncode != 0:
+                    said = [line.split("FATAL:", 1)[1].strip() for line in res.stderr.splitlines() if "FATAL:" in line]
+                    raise UserError(f"--set {name}: PostgreSQL {major} refuses '{v}': "
+                                    f"{said[0] if said else 'invalid value'}; give values it accepts (SHOW {name})")
 
 
 def _check_form(guc: Guc, v: str) -> None:
