@@ -8,7 +8,7 @@ import shutil
 
 import psycopg
 
-from .servers.cluster import postmaster_pid, stop_pid
+from .servers.cluster import postmaster_pid, socket_dir, stop_pid
 from .servers.ledger import Ledger
 from .servers.user import parse_server
 from .servers.netns import remove_netns_links
@@ -33,6 +33,8 @@ def clean(ws: Workspace, remove_results: bool = False) -> list[str]:
         if pid:
             stop_pid(pid)
             said.append(f"stopped server {data.parent} (pid {pid})")
+        if data.is_relative_to(ws.servers_dir):   # a study server's, in /tmp when the path is long
+            shutil.rmtree(socket_dir(data.parent), ignore_errors=True)
     for pid_file in sorted(ws.servers_dir.glob(f"*/{PROXY_PID_FILE}")):
         said += filter(None, [stop_recorded_proxy(pid_file)])
     said += remove_netns_links(ws.root / NETNS_STATE)
@@ -42,6 +44,7 @@ def clean(ws: Workspace, remove_results: bool = False) -> list[str]:
             shutil.rmtree(run_dir, ignore_errors=True)
             said.append(f"removed {run_dir}")
     if remove_results and ws.results_dir.exists():
+        shutil.rmtree(socket_dir(ws.results_dir), ignore_errors=True)
         shutil.rmtree(ws.results_dir, ignore_errors=True)
         said.append(f"removed the results cluster {ws.results_dir}")
     return said or ["nothing to clean"]

@@ -39,6 +39,15 @@ RESTART_BIND_TRIES = 5
 MAX_SOCKET_DIR = 107 - len("/.s.PGSQL.65535") - 1  # sun_path is 108 bytes with its NUL
 
 
+def socket_dir(root: Path) -> Path:
+    """A cluster's private socket directory: beside its data, or in /tmp when that path is too long
+    (removed with the cluster; `clean` and a resumed run remove those a killed run left)."""
+    beside = root / "sock"
+    if len(str(beside)) <= MAX_SOCKET_DIR:
+        return beside
+    return Path("/tmp") / f"pgpb-{hashlib.sha1(str(root).encode()).hexdigest()[:12]}"
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -63,11 +72,7 @@ class Cluster:
 
     @property
     def sockdir(self) -> Path:
-        """The private socket directory: beside the data, or in /tmp when that path is too long."""
-        beside = self.root / "sock"
-        if len(str(beside)) <= MAX_SOCKET_DIR:
-            return beside
-        return Path("/tmp") / f"pgpb-{hashlib.sha1(str(self.root).encode()).hexdigest()[:12]}"
+        return socket_dir(self.root)
 
     @property
     def logfile(self) -> Path:

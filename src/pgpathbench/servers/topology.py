@@ -18,7 +18,7 @@ from ..errors import UserError
 from ..procs import cmdline, pid_alive
 from ..workspace import Workspace
 from .binaries import PgBinaries
-from .cluster import Cluster, postmaster_pid, stop_pid
+from .cluster import Cluster, postmaster_pid, socket_dir, stop_pid
 from .netns import create_netns, remove_netns_links
 from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt
 from .ledger import Ledger
@@ -162,6 +162,7 @@ class Servers:
             if pid:
                 stop_pid(pid)
                 said.append(f"stopped server {data.parent.name} (pid {pid})")
+            shutil.rmtree(socket_dir(data.parent), ignore_errors=True)
         said += filter(None, [stop_recorded_proxy(self.root / PROXY_PID_FILE)])
         said += remove_netns_links(self.netns_state, owner=self.run_id)
         for role, dsn in self.user_dsns.items():   # what this run made on the user's servers
