@@ -16,7 +16,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .errors import UserError
 
@@ -108,6 +108,16 @@ class OsUser:
             list(args), env=kw.pop("env", self.env()), cwd=kw.pop("cwd", "/"),
             preexec_fn=self._preexec(stop_signal, netns), start_new_session=True, **kw,
         )
+
+
+def password_env(passfile: str | Path | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment (base: os.environ) of a program that reads its password from `passfile` (libpq's
+    PGPASSFILE: never a command line); PGPASSWORD dropped then, since libpq would prefer it."""
+    env = dict(os.environ if base is None else base)
+    if passfile is None:
+        return env
+    env.pop("PGPASSWORD", None)
+    return {**env, "PGPASSFILE": str(passfile)}
 
 
 def run_client(args: Sequence[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -29,7 +29,7 @@ import psycopg
 
 from ..errors import UserError
 from ..evidence import Watched
-from ..procs import OsUser, end_process, pid_alive
+from ..procs import OsUser, end_process, password_env, pid_alive
 from .binaries import PgBinaries
 
 SUPERUSER = "pgpathbench"
@@ -100,8 +100,7 @@ class Cluster:
     def client_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment of a program connecting to this server over TCP (base: os.environ): PGPASSFILE
         names the password file; PGPASSWORD, if set, is dropped (libpq would prefer it)."""
-        env = {k: v for k, v in (os.environ if base is None else base).items() if k != "PGPASSWORD"}
-        return {**env, "PGPASSFILE": str(self.passfile)}
+        return password_env(self.passfile, base)
 
     # -- life cycle -------------------------------------------------------------------------
     def ensure_initialised(self) -> None:

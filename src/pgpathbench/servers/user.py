@@ -27,6 +27,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import UserError
+from ..procs import password_env
 from ..evidence import Watched
 from .ledger import Ledger, MARK
 
@@ -201,8 +202,7 @@ class UserServer:
         return path
 
     def client_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in (os.environ if base is None else base).items() if k != "PGPASSWORD"}
-        return {**env, "PGPASSFILE": str(self.passfile)} if self.passfile else env
+        return password_env(self.passfile, base)
 
     # -- connecting ----------------------------------------------------------------------------
     def conninfo(self, dbname: str = "postgres", transport: str = "tcp") -> str:

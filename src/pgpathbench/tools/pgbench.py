@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CaseError
+from ..procs import password_env
 from ..metrics import Metric
 from . import pgbench_log
 from .spawn import process_figures, process_metrics, spawn_measured
@@ -180,14 +181,6 @@ def dry_parse(pgbench: Path | str, scripts: list[tuple[str, int]]) -> str | None
         return None
     lines = [line.removeprefix("pgbench: error: ") for line in res.stderr.splitlines() if line.strip()]
     return lines[0] if lines else f"pgbench exit {res.returncode}"
-
-
-def password_env(passfile: str | None) -> dict[str, str]:
-    """Our environment, with PGPASSFILE naming the password file when there is one (PGPASSWORD,
-    which libpq would prefer, dropped then)."""
-    if passfile is None:
-        return dict(os.environ)
-    return {**{k: v for k, v in os.environ.items() if k != "PGPASSWORD"}, "PGPASSFILE": passfile}
 
 
 def initialize(pgbench: Path | str, dbname: str, host: str, port: int, user: str, scale: int,

@@ -48,6 +48,7 @@ from psycopg import sql
 
 from ...evidence import Watched, remote_metrics
 from ...errors import UserError
+from ...procs import password_env
 from ...matrix import Case, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
@@ -327,7 +328,7 @@ def _run_init(env: StudyEnv, source: Server, init: dict) -> None:
         dbname, host, port, user = source.client_args("source")
         res = subprocess.run([str(env.bins.path("psql")), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", f.name,
                               "-h", host, "-p", str(port), "-U", user, dbname], capture_output=True, text=True,
-                             env=pgbench.password_env(_passfile(source)))
+                             env=password_env(_passfile(source)))
     if res.returncode != 0:
         lines = [line for line in res.stderr.splitlines() if line.strip()]
         raise RuntimeError(f"--init {init['name']} failed on the source: {lines[-1] if lines else res.returncode}")
