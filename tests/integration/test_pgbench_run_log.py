@@ -66,12 +66,27 @@ def test_select_only_run_with_two_threads(server, log_dirs, monkeypatch):
     assert out["latency_ms"] / 5 <= p50 <= out["latency_ms"] * 5
     assert logs[0].successful == out["transactions"] and logs[0].failed == logs[0].skipped == 0
 
-    series = out.pop("series")
-    assert [p["t"] for p in series] == list(range(len(series)))
-    assert sum(p["tps"] for p in series) == out["transactions"] > 0
-    assert 3 <= len(series) <= 4                                    # -T 3 from the first transaction
-    assert all(p["latency_ms"] is None if p["tps"] == 0 else p["latency_ms"] > 0 for p in series)
+    assert out["latency_log_rate"] == 1.0
+    series = out.pop("series")                                      # pgbench's -P 1 counters
+    assert [p["t"] for p in series] == list(range(len(series))) and len(series) == 3   # -T 3
+    assert sum(p["tps"] for p in series) == pytest.approx(out["transactions"], rel=0.01)
+    assert all(p["latency_ms"] > 0 for p in series[:-1])            # the last: None if pgbench did not report it
     assert all(isinstance(v, (int, float)) for v in out.values())   # every other key a metric
+
+
+def test_a_sampled_log_gives_percentiles_of_its_sample(server, log_dirs, monkeypatch):
+    spec = pgbench.TimedRun("bench", str(server.sockdir), server.port, SUPERUSER, clients=1, duration_s=2,
+                            select_only=True, log_rate=0.1)
+    logs: list[pgbench_log.TransactionLog] = []
+    read = pgbench_log.read_transaction_log
+    monkeypatch.setattr(pgbench_log, "read_transaction_log", lambda d: logs.append(read(d)) or logs[-1])
+    out = pgbench.run(server.bins.path("pgbench"), spec)
+    assert "--sampling-rate=0.1" in spec.command("pgbench", "x")
+    assert 0.05 < logs[0].successful / out["transactions"] < 0.15     # a tenth, drawn at random
+    assert out["latency_log_rate"] == 0.1
+    assert 0 < out["latency_p50_ms"] <= out["latency_p99_ms"] <= out["latency_max_ms"]
+    assert out["latency_ms"] / 5 <= out["latency_p50_ms"] <= out["latency_ms"] * 5
+    assert sum(p["tps"] for p in out["series"]) == pytest.approx(out["transactions"], rel=0.01)
 
 
 def test_failing_pgbench_leaves_no_log_directory(server, log_dirs):

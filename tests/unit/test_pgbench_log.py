@@ -8,7 +8,8 @@ import pytest
 
 from pgpathbench.tools import pgbench
 from pgpathbench.tools.pgbench_log import (TransactionLog, latency_figures, log_base, log_files, nearest_rank,
-                                           parse_transaction_log, per_second, read_transaction_log)
+                                           parse_transaction_log, progress_series, read_transaction_log,
+                                           sampling_rate)
 
 EPOCH = 1700000000
 # Two threads' files of one run with --max-tries=10 (the trailing field is the retries). Thread 0:
@@ -70,7 +71,7 @@ def test_latency_figures_in_ms():
     log = parse_transaction_log((THREAD0 + THREAD1).splitlines())
     # sorted: 1000 2000 3000 4000 6000 500000 (µs); n = 6: p50 -> rank 3, p90/p95/p99 -> rank 6
     assert latency_figures(log) == {"latency_p50_ms": 3.0, "latency_p90_ms": 500.0, "latency_p95_ms": 500.0,
-                                    "latency_p99_ms": 500.0, "latency_max_ms": 500.0}
+                                    "latency_p99_ms": 500.0, "latency_max_ms": 500.0, "latency_log_rate": 1.0}
     assert latency_figures(TransactionLog((), (), failed=3)) == {}
 
 
@@ -81,25 +82,34 @@ def test_latency_figures_of_many_transactions():
             f["latency_max_ms"]) == (0.5, 0.9, 0.95, 0.99, 1.0)
 
 
-def test_per_second_from_the_first_start_with_empty_seconds():
-    log = parse_transaction_log((THREAD0 + THREAD1).splitlines())
-    # start: min(end - latency) = EPOCH + 0.100000 (client 0's first); second t = [start + t, start + t + 1)
-    series = per_second(log)
-    assert series == [
-        {"t": 0, "tps": 4, "latency_ms": 3.25},      # ends .101 .103 .900 and 1.099999 (0.999999 s in)
-        {"t": 1, "tps": 1, "latency_ms": 500.0},     # 1.600
-        {"t": 2, "tps": 0, "latency_ms": None},
-        {"t": 3, "tps": 1, "latency_ms": 3.0},       # 3.150: 3.05 s after the start
-    ]
-    assert sum(p["tps"] for p in series) == log.successful
-    assert per_second(TransactionLog((), ())) == []
+PROGRESS = """pgbench (15.18 (Debian 15.18-0+deb12u1))
+progress: 1.0 s, 16724.7 tps, lat 0.119 ms stddev 0.389, 0 failed
+progress: 2.0 s, 0.0 tps, lat 0.000 ms stddev 0.000, 0 failed
+progress: 3.1 s, 12934.1 tps, lat 0.154 ms stddev 0.373, 0 failed
+"""
 
 
-def test_per_second_boundary_is_half_open():
-    # start EPOCH + 0 (a 1 ms transaction ending at +1 ms); one ending exactly 1 s after it: second 1
-    log = parse_transaction_log([f"0 0 1000 0 {EPOCH} 1000", f"0 1 1000 0 {EPOCH + 1} 0",
-                                 f"0 2 1000 0 {EPOCH} 999999"])
-    assert [(p["t"], p["tps"]) for p in per_second(log)] == [(0, 2), (1, 1)]
+def test_progress_series_from_pgbench_counters():
+    series = progress_series(PROGRESS, 29659, 3)
+    assert series == [{"t": 0, "tps": 16724.7, "latency_ms": 0.119},
+                      {"t": 1, "tps": 0.0, "latency_ms": None},        # a second without a transaction
+                      {"t": 2, "tps": 12934.1, "latency_ms": 0.154}]   # 0.2 short of the count: rounding
+
+
+def test_progress_series_adds_what_pgbench_counted_after_its_last_report():
+    series = progress_series(PROGRESS, 39659, 4)      # 10,000.2 more than reported: the 4th second
+    assert series[-1] == {"t": 3, "tps": 10000.2, "latency_ms": None}
+    assert sum(p["tps"] for p in series) == pytest.approx(39659)
+    assert progress_series("", 2084, 1) == [{"t": 0, "tps": 2084, "latency_ms": None}]   # -T 1: no report
+    assert progress_series("", 0, 1) == []
+
+
+def test_sampling_rate_keeps_logged_lines_per_thread_bounded():
+    assert sampling_rate(None, 1) == 1.0                           # not known yet: every transaction
+    assert sampling_rate(1000, 1) == 1.0
+    assert sampling_rate(18000, 1) == pytest.approx(1250 / 18000, rel=1e-3)
+    assert sampling_rate(18000, 2) == pytest.approx(2500 / 18000, rel=1e-3)
+    assert sampling_rate(1e9, 1) > 0
 
 
 def test_log_dir_is_private_on_tmpfs_and_removed_when_the_run_is_interrupted(monkeypatch):

@@ -56,7 +56,7 @@ from ...servers import copy_tables, fdw, guc
 from ...servers.network import time_statement
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
-from ...tools import pgbench
+from ...tools import pgbench, pgbench_log
 from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested, \
     user_roles
 from . import report as study_report, spec
@@ -266,7 +266,14 @@ class FdwOverhead(Declared):
                                 pgoptions=guc.pgoptions(guc.session(env, case)))
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
-        return pgbench.run(env.bins.path("pgbench"), self._run(env, case), log=evidence_on(env.options))
+        """pgbench; its log sampled as the case's last TPS in this process demands (the first
+        measurement of a case logs every transaction)."""
+        last_tps = env.state.setdefault("last_tps", {})
+        spec = self._run(env, case)
+        spec = dataclasses.replace(spec, log_rate=pgbench_log.sampling_rate(last_tps.get(case.case_id), spec.threads))
+        metrics = pgbench.run(env.bins.path("pgbench"), spec, log=evidence_on(env.options))
+        last_tps[case.case_id] = metrics["tps"]
+        return metrics
 
     # -- the report -------------------------------------------------------------------------
     def report(self, result: StudyResult) -> list[Table]:
