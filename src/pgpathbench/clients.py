@@ -96,7 +96,7 @@ def require_clients(names: Sequence[str], option: str = "--interface") -> None:
 
 # The libpq conninfo keywords the JDBC client maps to pgjdbc: PgpbJdbc.buildUrl() (clients/jdbc/src/main/
 # java/pgpathbench/clients/PgpbJdbc.java) takes host, port, user, dbname and its `names` table, and exits 2
-# on any other keyword. Change the two together (tests/unit/test_interfaces_study.py compares them).
+# on any other keyword. Change the two together (tests/unit/test_user_jdbc_dsn.py compares them).
 JDBC_CONNINFO_KEYWORDS = frozenset({"host", "port", "user", "dbname", "password", "sslmode", "sslrootcert",
                                     "connect_timeout", "application_name", "options"})
 
