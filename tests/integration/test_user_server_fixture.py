@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -231,9 +232,9 @@ def test_lan_hosts_reach_each_other_without_forwarding_and_leave_nothing(workspa
 def test_a_half_made_lan_is_removed_and_another_namespace_is_never_ours(workspace_root, monkeypatch):
     """Host b's namespace name is taken (as a concurrent suite could, in theory): the start fails
     there; what it had made is removed, the other's namespace kept."""
-    free = user_lan._free_tag_and_subnet()
-    tag = user_lan.PREFIX + free[0]
-    monkeypatch.setattr(user_lan, "_free_tag_and_subnet", lambda: free)
+    pick, fixed = user_lan._free_tag_and_subnet, secrets.token_hex(2)
+    tag = user_lan.PREFIX + fixed
+    monkeypatch.setattr(user_lan, "_free_tag_and_subnet", lambda: (fixed, pick()[1]))   # X still free, under the lock
     subprocess.run(["ip", "netns", "add", f"{tag}-b"], check=True)
     try:
         lan = Lan(workspace_root / "lan-half", ("a", "b"))
