@@ -8,7 +8,8 @@ own) and app (LOGIN CREATEDB NOSUPERUSER NOCREATEROLE NOREPLICATION: what a user
 each with a random password. TCP needs scram-sha-256 (ssl=True: TLS only, plain TCP rejected);
 the unix socket, in a private 0700 directory, is trust (peer would not map root, who runs the
 tests, to dba). "Another host" is another loopback address (address="127.0.0.2": Linux routes all
-of 127/8 to lo), not a network namespace: enough to tell two servers apart.
+of 127/8 to lo), enough to tell two servers apart; or, as root, a host of a test LAN (lan=, a
+network namespace on a bridge: tests/user_lan.py), so that traffic crosses its veth.
 
 What a DBA does so that a non-superuser role (app) can use an extension in the databases it
 creates itself (CREATE DATABASE copies template1; databases that exist already are not changed):
@@ -47,7 +48,8 @@ from psycopg import sql
 
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
-from pgpathbench.servers.netns import create_netns, remove_netns_links
+
+from user_lan import LanHost
 
 DBA, APP, USERDB, ROWS = "dba", "app", "userdb", 1000
 _DATA_SQL = ("INSERT INTO public.accounts SELECT i, 'owner-' || lpad((i % 37)::text, 2, '0'), i * 1.25 "
@@ -74,11 +76,13 @@ class UserServer:
     """with UserServer(root) as s: ... -- initdb, start, the user's roles and data; then stop and remove."""
 
     def __init__(self, root: Path, name: str = "user-server", address: str = "127.0.0.1",
-                 ssl: bool = False, pg_stat_statements: bool = False, veth: bool = False):
-        """veth: on a host of its own (root only): a network namespace joined to ours by a veth pair,
-        listening on the namespace's address (so the tool's traffic crosses the veth)."""
+                 ssl: bool = False, pg_stat_statements: bool = False, lan: LanHost | None = None):
+        """lan: on that host of a test LAN (root only), listening on its LAN address, port 5432 (so
+        traffic to it, the tool's and another server's postgres_fdw, crosses its veth)."""
         self.dir, self.address, self.ssl, self.pg_stat_statements = Path(root) / name, address, ssl, pg_stat_statements
-        self.veth, self.netns = veth, None
+        self.netns = lan.netns if lan is not None else None
+        if lan is not None:
+            self.address = lan.address
         self.bins, self.user = resolve(15), OsUser.for_servers()
         self.data, self.logfile = self.dir / "data", self.dir / "server.log"
         self.root_cert, self.pgpass_file = self.dir / "root.crt", self.dir / "pgpass"
@@ -111,9 +115,6 @@ class UserServer:
     def _initdb(self) -> None:
         self.dir.mkdir(parents=True)        # never an existing directory: stop() removes it
         self._made_dir = True
-        if self.veth:   # recorded in the fixture's own state file, removed by stop()
-            self.netns = create_netns(f"usr{secrets.token_hex(3)}", self.dir / "netns.json", owner="fixture")
-            self.address = self.netns["ns_addr"]
         self.sockdir = Path(tempfile.mkdtemp(prefix="pgpb-user-"))   # short: sun_path is 108 bytes
         for d in (self.dir, self.sockdir):
             os.chmod(d, 0o700)
@@ -136,6 +137,8 @@ class UserServer:
                 "log_statement": "all", "log_line_prefix": "%m [%p] %u@%d "}
         if self.pg_stat_statements:
             conf["shared_preload_libraries"] = "pg_stat_statements"
+        if self.netns:      # on a host of its own, who connects from where (clients_seen()) tells the path
+            conf["log_connections"] = "on"
         tcp = "host all all 0.0.0.0/0 scram-sha-256\n"    # connections to 127.0.0.2 come from 127.0.0.1
         if self.ssl:
             conf["ssl"] = "on"                              # server.crt and server.key in the data dir
@@ -162,7 +165,7 @@ class UserServer:
                 # SIGINT (fast shutdown) when the test process dies, however it dies.
                 self._proc = self.user.spawn([str(self.bins.path("postgres")), "-D", str(self.data),
                                               "-p", str(self.port)], stdout=log, stderr=subprocess.STDOUT,
-                                             netns=self.netns["netns"] if self.netns else None)
+                                             netns=self.netns)
             if self._ready():
                 return
             if "could not bind" not in self.logfile.read_text(errors="replace"):
@@ -206,8 +209,6 @@ class UserServer:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-        if self.netns is not None:
-            remove_netns_links(self.dir / "netns.json", owner="fixture")
         if self._made_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
         if self.sockdir is not None:
@@ -270,11 +271,18 @@ class UserServer:
         """statements_log() starts here (start() marks the end of the fixture's own set-up)."""
         self._log_mark = self.logfile.stat().st_size
 
-    def statements_log(self, since_mark: bool = True) -> list[Statement]:
-        """The log's statements (log_statement = 'all') as (user, database, statement text)."""
+    def _log_since_mark(self, since_mark: bool = True) -> str:
         with open(self.logfile, "rb") as f:
             f.seek(self._log_mark if since_mark else 0)
-            text = f.read().decode(errors="replace")
+            return f.read().decode(errors="replace")
+
+    def clients_seen(self) -> set[str]:
+        """The addresses TCP connections came from since the mark (a server on a LAN host logs them)."""
+        return set(re.findall(r"LOG:  connection received: host=(\S+) port=", self._log_since_mark()))
+
+    def statements_log(self, since_mark: bool = True) -> list[Statement]:
+        """The log's statements (log_statement = 'all') as (user, database, statement text)."""
+        text = self._log_since_mark(since_mark)
         found: list[Statement] = []
         current = False                     # whether the last prefixed line was a statement
         for line in text[:text.rfind("\n") + 1].splitlines():   # whole lines only: the server may be writing

@@ -25,7 +25,7 @@ import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from .errors import CaseError, UserError
 from .metrics import Metric
@@ -92,6 +92,25 @@ def require_clients(names: Sequence[str], option: str = "--interface") -> None:
         if name == "jdbc" and not _which("java"):
             raise UserError(f"{option}: the jdbc client needs java on PATH; run scripts/build-clients "
                             "(it installs openjdk-17-jdk-headless)")
+
+
+# The libpq conninfo keywords the JDBC client maps to pgjdbc: PgpbJdbc.buildUrl() (clients/jdbc/src/main/
+# java/pgpathbench/clients/PgpbJdbc.java) takes host, port, user, dbname and its `names` table, and exits 2
+# on any other keyword. Change the two together (tests/unit/test_user_jdbc_dsn.py compares them).
+JDBC_CONNINFO_KEYWORDS = frozenset({"host", "port", "user", "dbname", "password", "sslmode", "sslrootcert",
+                                    "connect_timeout", "application_name", "options"})
+
+
+def check_jdbc_dsns(roles: Iterable[str], dsns: Mapping[str, object], option: str) -> None:
+    """UserError when the jdbc client is to connect by a user server's DSN (servers/user.UserDsn, by role)
+    that holds a keyword it cannot map: checked before anything is written, as the client would fail
+    only at its first run, once our database is made on that server."""
+    for role in sorted(set(roles) & set(dsns)):
+        unusable = [k for k in dsns[role].params if k not in JDBC_CONNINFO_KEYWORDS]
+        if unusable:
+            named = ", ".join(unusable)
+            raise UserError(f"--server {role}: the jdbc client cannot connect by this DSN: pgjdbc has no "
+                            f"equivalent of {named} here; give {option} without jdbc, or a DSN without {named}")
 
 
 def _which(program: str) -> bool:

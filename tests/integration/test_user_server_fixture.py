@@ -4,7 +4,9 @@ who did what where, and which leaves nothing behind."""
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -14,9 +16,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
+import user_lan
+from user_lan import Lan
 from user_server import Statement, UserServer, expected_fingerprint
 
 from pgpathbench.procs import pid_alive
+from pgpathbench.servers.network import available_link_kinds
 
 pytestmark = pytest.mark.integration
 TESTS = Path(__file__).resolve().parent.parent
@@ -178,3 +183,64 @@ def test_the_server_dies_with_the_test_process(workspace_root):
         child.wait()
         for d in (data_dir, sockdir):       # removing them was the dead process's job
             subprocess.run(["rm", "-rf", d])
+
+
+# -- the test LAN (tests/user_lan.py) -------------------------------------------------------------
+needs_netns = pytest.mark.skipif(not available_link_kinds()["netns"].startswith("ok"),
+                                 reason="network namespaces need root and ip")
+# In one namespace: accept one connection on ADDRESS:5432 and print the peer's address.
+ACCEPT = "import socket, sys; s = socket.create_server((sys.argv[1], 5432)); c, peer = s.accept(); print(peer[0])"
+
+
+def _ours(tag: str) -> str:
+    """Namespaces and links of this machine (root namespace) whose names hold the LAN's tag."""
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout + \
+        subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return " ".join(w for w in names.split() if tag in w)
+
+
+def _connect_from(netns: str | None, address: str) -> None:
+    inside = ["ip", "netns", "exec", netns] if netns else []
+    subprocess.run([*inside, sys.executable, "-c", "import socket, sys, time\nfor _ in range(50):\n try:\n"
+                    "  socket.create_connection((sys.argv[1], 5432), 1).close(); break\n except OSError:\n"
+                    "  time.sleep(0.1)", address], check=True, timeout=30)
+
+
+@needs_netns
+def test_lan_hosts_reach_each_other_without_forwarding_and_leave_nothing(workspace_root):
+    forward = Path("/proc/sys/net/ipv4/ip_forward").read_text()
+    with Lan(workspace_root / "lan-check", ("a", "b")) as lan:
+        a, b = lan.hosts["a"], lan.hosts["b"]
+        tag = a.netns.removesuffix("-a")
+        assert json.loads(lan.state.read_text())[0] == {"kind": "netns", "name": f"{tag}-lan"}
+        for source, peer in ((b.netns, b.address), (None, lan.root_address)):   # host b, then this namespace
+            server = subprocess.Popen(["ip", "netns", "exec", a.netns, sys.executable, "-c", ACCEPT, a.address],
+                                      stdout=subprocess.PIPE, text=True)
+            try:
+                _connect_from(source, a.address)
+                assert server.communicate(timeout=30)[0].strip() == peer
+            finally:
+                server.kill()
+                server.wait()
+        route = subprocess.run(["ip", "-n", b.netns, "route", "get", a.address], capture_output=True, text=True)
+        assert f"dev {b.interface}" in route.stdout and " via " not in route.stdout    # same link: no router
+    assert Path("/proc/sys/net/ipv4/ip_forward").read_text() == forward
+    assert _ours(tag) == "" and not lan.state.exists()
+
+
+@needs_netns
+def test_a_half_made_lan_is_removed_and_another_namespace_is_never_ours(workspace_root, monkeypatch):
+    """Host b's namespace name is taken (as a concurrent suite could, in theory): the start fails
+    there; what it had made is removed, the other's namespace kept."""
+    pick, fixed = user_lan._free_tag_and_subnet, secrets.token_hex(2)
+    tag = user_lan.PREFIX + fixed
+    monkeypatch.setattr(user_lan, "_free_tag_and_subnet", lambda: (fixed, pick()[1]))   # X still free, under the lock
+    subprocess.run(["ip", "netns", "add", f"{tag}-b"], check=True)
+    try:
+        lan = Lan(workspace_root / "lan-half", ("a", "b"))
+        with pytest.raises(RuntimeError, match=f"network namespace {tag}-b exists already"):
+            lan.start()
+        assert set(lan.hosts) == {"a"}, "the LAN, this namespace's end and host a were made"
+        assert _ours(tag) == f"{tag}-b" and not lan.state.exists()
+    finally:
+        subprocess.run(["ip", "netns", "del", f"{tag}-b"])

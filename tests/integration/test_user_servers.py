@@ -17,8 +17,6 @@ import time
 
 import pytest
 
-from pgpathbench.servers.network import available_link_kinds
-
 from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps, spawn_pgpathbench
 from user_server import UserServer, assert_no_secret, expected_fingerprint, source_and_external, use_passfile
 
@@ -201,21 +199,3 @@ def test_script_tables_that_cannot_be_read_are_refused(servers, workspace_root, 
     assert_user_error(pgpathbench(*base, "--server", f"source={src.dsn()} password={src.password()}",
                                   "--script-tables", "no_such_table", workspace=ws),
                       "--script-tables: no table no_such_table", untouched=ws)
-
-
-@pytest.mark.skipif(not available_link_kinds()["netns"].startswith("ok"), reason="network namespaces need root and ip")
-def test_a_user_source_on_another_host_is_reached_across_a_veth(workspace_root):
-    """A user's source on its own network stack (a namespace joined by a veth, as another host would be):
-    pgbench and the managed external's postgres_fdw reach it at its address, and the probes measure that path."""
-    ws = workspace_root / "ws-user-veth"
-    with UserServer(workspace_root / "user-veth", "vsrc", veth=True) as src:
-        before = src.known_objects()
-        res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--repeat", "2",
-                          "--target", "local,fdw_external", "--server", f"source={src.dsn()} password={src.password()}",
-                          workspace=ws)
-        assert res.returncode == 0, res.stderr
-        run = report_json(ws)
-        assert all(m["error"] is None and m["metrics"]["tps"] > 0 for m in run["measurements"])
-        assert f'"address": "{src.address}:5432"' in json.dumps(run)    # the fingerprint: where it listens
-        assert {p["link"] for p in run["link_probes"]} == {"pg15_source_0ms", "pg15_source_0ms+fdw_scan"}
-        src.assert_as_found(before)

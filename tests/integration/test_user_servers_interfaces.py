@@ -123,3 +123,32 @@ def test_transports_a_user_server_cannot_serve_are_refused_with_nothing_written(
     assert local.password() not in res.stderr
     for s in servers:
         assert s.statements_log() == [] and s.ours() == []   # refused before connecting at all
+
+
+@pytest.mark.parametrize("case", ["remote sslkey", "local target_session_attrs", "fidelity sslkey"])
+def test_a_dsn_the_jdbc_client_cannot_use_is_refused_with_nothing_written(servers, workspace_root, case):
+    """pgjdbc takes only some of libpq's keywords (clients.JDBC_CONNINFO_KEYWORDS): a DSN with another is
+    refused when the servers are checked, before our database is made there, not at jdbc's first run."""
+    local, remote = servers
+    ws = workspace_root / f"ws-user-interfaces-jdbc-{case.replace(' ', '-')}"
+    keys = "sslcert=/nonexistent/client.crt sslkey=/nonexistent/client.key"     # no such files: libpq goes on
+    study, role, dsn, fix = {
+        "remote sslkey": ("interfaces", "remote", f"{remote.dsn()} {keys}", "--interface without jdbc"),
+        "local target_session_attrs": ("interfaces", "local", f"{local.dsn()} target_session_attrs=any",
+                                       "--interface without jdbc"),
+        "fidelity sslkey": ("interfaces-fidelity", "local", f"{local.dsn()} {keys}", "--tool without jdbc"),
+    }[case]
+    named = "target_session_attrs" if "target" in case else "sslcert, sslkey"
+    servers_args = ["--server", f"{role}={dsn} password={(local if role == 'local' else remote).password()}"]
+    before = {s.dsn(): s.known_objects() for s in servers}
+    for s in servers:
+        s.mark_log()
+    args = QUICK if study == "interfaces" else ["--preset", "quick", "--repeat", "1"]
+    res = pgpathbench("run", study, *args, *servers_args, workspace=ws)
+    assert_user_error(res, f"--server {role}: the jdbc client cannot connect by this DSN: pgjdbc has no equivalent "
+                           f"of {named} here; give {fix}, or a DSN without {named}", untouched=ws)
+    assert local.password() not in res.stderr and remote.password() not in res.stderr
+    checked = local if role == "local" else remote
+    assert checked.statements_log(), "refused after the server was checked (read), not before"
+    for s in servers:
+        s.assert_as_found(before[s.dsn()])

@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ... import user_queries
-from ...clients import iteration_percentiles, require_clients, run_native_client
+from ...clients import check_jdbc_dsns, iteration_percentiles, require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES
 from ...errors import CaseError, UserError
@@ -86,6 +86,12 @@ class Interfaces(Declared):
 
     def path(self, case: Case) -> NetworkPath | None:
         return spec.network_path(case["transport"], case["latency"], case["pg"])
+
+    def check_user_servers(self, options: StudyOptions, facts, dsns) -> None:
+        """The jdbc client connects by a user server's DSN: one it cannot map is refused now."""
+        roles = {REMOTE_ROLE if c["transport"] == "remote" else LOCAL_ROLE
+                 for c in self.cases(options) if c["interface"] == "jdbc"}
+        check_jdbc_dsns(roles, dsns, "--interface")
 
     # -- servers and data -------------------------------------------------------------------
     def prepare(self, env: StudyEnv) -> Setup:

@@ -24,7 +24,7 @@ import shlex
 import subprocess
 import time
 
-from ...clients import require_clients, run_native_client
+from ...clients import check_jdbc_dsns, require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES, SEED_ID
 from ...errors import CaseError, UserError
@@ -59,6 +59,11 @@ class InterfacesFidelity(Declared):
     def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
         """A user server serves its DSN's transport only (interfaces' local role)."""
         return refine_local(options, given)
+
+    def check_user_servers(self, options: StudyOptions, facts, dsns) -> None:
+        """The jdbc client connects by the user server's DSN: one it cannot map is refused now."""
+        if any(c["tool"] == "jdbc" for c in self.cases(options)):
+            check_jdbc_dsns((LOCAL_ROLE,), dsns, "--tool")
 
     def prepare(self, env: StudyEnv) -> Setup:
         p = env.options.params

@@ -257,6 +257,7 @@ public final class PgpbJdbc {
         String user = m.containsKey("user") ? m.remove("user") : System.getProperty("user.name");
         String dbname = m.containsKey("dbname") ? m.remove("dbname") : user;
         props.setProperty("user", user);
+        // The keywords taken here are clients.py's JDBC_CONNINFO_KEYWORDS (a run refuses a DSN with others).
         // sslrootcert: pgjdbc (LibPQFactory) reads libpq's PEM root certificate file as it is; libpq's
         // client key (PEM) is not pgjdbc's (PKCS-8 DER or PKCS-12), so sslcert/sslkey stay refused.
         String[][] names = {{"password", "password"}, {"sslmode", "sslmode"}, {"sslrootcert", "sslrootcert"},
