@@ -126,6 +126,7 @@ class Lan:
 
 @contextlib.contextmanager
 def _machine_lock():
+    GLOBAL_LOCK.parent.mkdir(parents=True, exist_ok=True)   # a container may have no /run/lock
     with open(GLOBAL_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
