@@ -114,8 +114,8 @@ def _wait_for_round(proc, timeout_s: float = 120) -> None:
     raise AssertionError(f"the run ended first: {proc.wait()}")
 
 
-@pytest.mark.parametrize("case", ["wrong password", "no createdb", "no postgres_fdw", "unknown role", "twice",
-                                  "file_fdw"])
+# file-fdw-tpch's roles a user server cannot take: test_user_servers_tpch.py
+@pytest.mark.parametrize("case", ["wrong password", "no createdb", "no postgres_fdw", "unknown role", "twice"])
 def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_root, case):
     src, ext = servers
     ws = workspace_root / f"ws-user-bad-{case.replace(' ', '-')}"
@@ -133,15 +133,9 @@ def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_ro
                             "--server external: postgres_fdw is not usable by nofdw"),
         "unknown role": (["--server", f"worker={src.dsn()}"], "--server worker: not a role of this study"),
         "twice": (["--server", f"source={src.dsn()}", "--server", f"source={src.dsn()}"], "--server source: given twice"),
-        "file_fdw": (None, "--server tpch: the tpch role of file-fdw-tpch cannot be a user server: file_fdw reads "
-                           "files on the server's own disk"),
     }[case]
     src.mark_log()
-    if args is None:
-        res = pgpathbench("run", "file-fdw-tpch", "--preset", "quick", "--server", f"tpch={src.dsn()}",
-                          workspace=ws)
-    else:
-        res = pgpathbench("run", "fdw-overhead", "--preset", "quick", *args, workspace=ws)
+    res = pgpathbench("run", "fdw-overhead", "--preset", "quick", *args, workspace=ws)
     assert_user_error(res, message, untouched=ws)
     assert "wrong" not in res.stderr and "-pw" not in res.stderr
     assert src.ours() == [] and src.foreign_statements() == []

@@ -39,9 +39,14 @@ def split_points(path: Path, pieces: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(points, points[1:]) if b > a]
 
 
-def copy_slice(conninfo: str, table: str, path: Path, start: int, end: int) -> int:
+def _connect(conninfo: str, password: str | None) -> psycopg.Connection:
+    """password: a user server's, held in memory (never in a conninfo we show or store)."""
+    return psycopg.connect(conninfo, autocommit=True, **({"password": password} if password is not None else {}))
+
+
+def copy_slice(conninfo: str, table: str, path: Path, start: int, end: int, password: str | None = None) -> int:
     """COPY one slice of a .tbl file into `table`, without each line's final '|'. Returns bytes."""
-    with psycopg.connect(conninfo, autocommit=True) as conn, conn.cursor() as cur:
+    with _connect(conninfo, password) as conn, conn.cursor() as cur:
         with cur.copy(f"COPY {table} FROM STDIN (FORMAT text, DELIMITER '|')") as cp, open(path, "rb") as f:
             f.seek(start)
             left, tail = end - start, b""
@@ -72,6 +77,7 @@ class Task:
     end: int = 0
     sql: str = ""
     weight: float = 0.0           # bytes of work, for longest-first ordering
+    password: str | None = field(default=None, repr=False)
 
     @property
     def bytes(self) -> int:
@@ -79,16 +85,17 @@ class Task:
 
     def run(self) -> None:
         if self.path is not None:
-            copy_slice(self.conninfo, self.table, self.path, self.start, self.end)
+            copy_slice(self.conninfo, self.table, self.path, self.start, self.end, self.password)
         else:
-            with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            with _connect(self.conninfo, self.password) as conn:
                 conn.execute(self.sql)
 
 
-def copy_tasks(group: str, conninfo: str, table: str, path: Path, slice_bytes: int) -> list[Task]:
+def copy_tasks(group: str, conninfo: str, table: str, path: Path, slice_bytes: int,
+               password: str | None = None) -> list[Task]:
     size = path.stat().st_size
     pieces = max(1, math.ceil(size / slice_bytes)) if slice_bytes > 0 else 1
-    return [Task(group, conninfo, table=table, path=path, start=a, end=b, weight=b - a)
+    return [Task(group, conninfo, table=table, path=path, start=a, end=b, weight=b - a, password=password)
             for a, b in split_points(path, pieces)]
 
 

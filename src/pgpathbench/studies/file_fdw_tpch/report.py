@@ -67,21 +67,27 @@ def tables(result: StudyResult) -> list[Table]:
     return [t for t in found if t is not None]
 
 
+def storages_in(series: Series) -> list[str]:
+    """The storages measured: regular alone on a user tpch server (file_fdw reads the server's disk)."""
+    return [st for st in STORAGES if any(k[1] == st for k in series)]
+
+
 def seed_table(series: Series) -> Table:
     layouts = [la for la in LAYOUTS if any(k[2] == la for k in series)]
+    storages = storages_in(series)
     pgs = majors_in(series)
     rows = []
     for pg in pgs:
         for q in queries_in(series):
             row = [query_label(q)] + ([pg] if len(pgs) > 1 else [])
             for la in layouts:
-                for st in STORAGES:
+                for st in storages:
                     v = series.get((q, st, la, pg))
                     row.append(summarise(list(v.values())).median if v else None)
             row += [FILE_FDW_TPCH_SECONDS.get((q, system, st)) for system in SYSTEM_NAMES for st in STORAGES]
             rows.append(row)
     cols = ["Query"] + (["PG"] if len(pgs) > 1 else [])
-    cols += [f"{la} {st}" for la in layouts for st in STORAGES]
+    cols += [f"{la} {st}" for la in layouts for st in storages]
     cols += ["Published PostgreSQL regular", "Published PostgreSQL foreign", "Published CitusDB regular",
              "Published CitusDB foreign"]
     return Table("TPC-H seconds per query (median of the rounds): regular vs foreign, per layout", cols, rows,
@@ -94,7 +100,10 @@ def seed_table(series: Series) -> Table:
                  align_left=2 if len(pgs) > 1 else 1, detail=tuple(range(len(cols) - 4, len(cols))))
 
 
-def slowdown_table(series: Series) -> Table:
+def slowdown_table(series: Series) -> Table | None:
+    """None when one storage alone was measured: nothing to compare."""
+    if len(storages_in(series)) < 2:
+        return None
     rows = []
     found: dict[tuple, float] = {}
     for pg in majors_in(series):
@@ -204,7 +213,7 @@ def answers_table(env: dict[str, dict]) -> Table | None:
     for pg, fp in sorted(env.items()):
         if "answers" not in fp:
             continue
-        sides = 2 * len(fp.get("layouts", []))
+        sides = len(fp.get("storages", STORAGES)) * len(fp.get("layouts", []))
         for q, a in fp["answers"].items():
             rows.append([query_label(q), pg, a.get("rows"), f"{len(a.get('agreeing', []))} of {sides}",
                          a.get("duckdb"), a.get("digest")])
@@ -262,6 +271,9 @@ def settings_rows(pg: str, s: dict) -> list[list]:
     cluster = s.get("cluster") or {}
     rows = [[pg, "settings", ", ".join(f"{k}={cluster[k]}" for k in SEED_SETTINGS if k in cluster),
              settings_text(cluster)]]
+    if s.get("session"):   # a user server: its own settings (in its fingerprint), ours by SET
+        rows = [[pg, "settings (SET; the rest your server's)", ", ".join(
+            f"{k}={s['session'][k]}" for k in SEED_SETTINGS if k in s["session"]), settings_text(s["session"])]]
     for la, v in (s.get("layouts") or {}).items():
         rows.append([pg, f"settings {la}", (s.get("search_path") or {}).get(f"{la}/foreign", ""), settings_text(v)])
     if s.get("postgres_fdw"):
@@ -289,13 +301,15 @@ def plots(result: StudyResult) -> list[Plot]:
             r = ratio_summary(values, series[(q, "regular", la, pg)])
             if r is not None:
                 slowdown[la + suffix].append(Point(query_label(q), r.median, r.ci_low, r.ci_high))
+    measured = bool(slowdown)   # none with the regular storage alone: no slowdown chart then
     for system, label in (("postgresql", "published PostgreSQL"), ("citusdb", "published CitusDB")):
         pts = [Point(query_label(q), v) for q in queries_in(series) if (v := file_fdw_tpch_slowdown(q, system))]
         if pts:
             slowdown[label] = pts
-    return [
-        Plot("Seconds per TPC-H query", "Query", "Seconds (median)", "bar", dict(seconds), log_y=True,
-             notes=["Error bars: 95% CI of the median (fewer than 6 rounds cover less)."]),
-        Plot("Slowdown through file_fdw (foreign / regular)", "Query", "Slowdown, x", "bar", dict(slowdown),
-             ref_y=1.0, notes=["Paired by round; error bars: the interval of the median ratio."]),
-    ]
+    charts = [Plot("Seconds per TPC-H query", "Query", "Seconds (median)", "bar", dict(seconds), log_y=True,
+                   notes=["Error bars: 95% CI of the median (fewer than 6 rounds cover less)."])]
+    if measured:
+        charts.append(Plot("Slowdown through file_fdw (foreign / regular)", "Query", "Slowdown, x", "bar",
+                           dict(slowdown), ref_y=1.0,
+                           notes=["Paired by round; error bars: the interval of the median ratio."]))
+    return charts

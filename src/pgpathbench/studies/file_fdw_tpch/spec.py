@@ -138,10 +138,15 @@ _PARTITIONED_PER_SF = 1.2e9     # lineitem and orders once more, per further lay
 _WAL_PER_CLUSTER = 2.5e9        # COPY is WAL-logged; max_wal_size 2GB caps what is kept
 
 
-def disk_needed(scale: float, layouts, cached_files: bool, cached_parts: bool, partitions: int = 2) -> float:
+def disk_needed(scale: float, layouts, cached_files: bool, cached_parts: bool, partitions: int = 2,
+                managed: bool = True) -> float:
     """Bytes a run needs free: the files not yet cached, the regular tables of each layout,
-    and the WAL of each instance (as much as it loads, up to what max_wal_size keeps)."""
-    need = _SINGLE_PER_SF * scale + (0 if cached_files else _FILES_PER_SF * scale)
+    and the WAL of each instance (as much as it loads, up to what max_wal_size keeps). Not
+    managed (a user tpch server, the single layout): its tables' disk is the server's."""
+    files = 0 if cached_files else _FILES_PER_SF * scale
+    if not managed:
+        return files + 0.5e9
+    need = _SINGLE_PER_SF * scale + files
     others = [la for la in layouts if la != "single"]
     if others and not cached_parts:
         need += _PARTS_PER_SF * scale
@@ -211,9 +216,12 @@ VOCABULARY = Vocabulary(
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
     knob_families=knob_families(),
-    roles={"tpch": Role("tpch", "reads the TPC-H files through file_fdw and holds the loaded tables", None,
-                        "file_fdw reads files on the server's own disk: pgpathbench would have to write the "
-                        ".tbl files there (run it on that machine, as a user the server can read from)"),
+    roles={"tpch": Role("tpch", "holds the loaded tables (a database of ours) and reads the TPC-H files through "
+                        "file_fdw; a user server runs the regular storage of the single layout only (the files "
+                        "generated here, loaded by COPY FROM STDIN): file_fdw reads the server's own disk",
+                        ("createdb",)),
            "worker": Role("worker", "worker1..N of the scale-out layout: a partition each, as a loaded table and "
-                          "through file_fdw", None, "its file_fdw partitions read files on the server's own "
-                          "disk, as tpch's do (run pgpathbench on that machine, as a user the server can read from)")})
+                          "through file_fdw", None, "its file_fdw partitions read files on the server's own disk, "
+                          "and the coordinator must reach it; possible with its regular storage only, once the "
+                          "tpch role's user server may reach the workers (their addresses, --fdw-host) and the "
+                          "partitions are sized by the workers' own cores")})

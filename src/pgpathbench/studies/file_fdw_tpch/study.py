@@ -30,6 +30,10 @@ schemas named LAYOUT_STORAGE; a case's connection has search_path LAYOUT_STORAGE
 single_STORAGE for the small tables. A file_fdw table has one extra, always empty, trailing
 column, because every tpchgen line ends with '|'; regular tables are loaded without it.
 
+With --server tpch=DSN the instance is the user's: a database of ours there, the regular storage
+of the single layout only (user_role.py says why, and refuses the rest when named), the files
+generated here and streamed to COPY FROM STDIN over the DSN.
+
 Warm-up and answer checks happen in prepare(): every case runs once before the first round
 (unrecorded, as the seed's warm-up run), and its rows are compared: regular, foreign and every
 layout must return the same rows (exactly: PostgreSQL's numerics are exact), and at scale <= 1
@@ -51,26 +55,24 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, TypeVar
 
 import psycopg
-from psycopg import sql
 
 from ...datasets.tpch.answers import answer_digest
-from ...datasets.tpch.files import MB, TpchFiles, parse_rate, scale_text, tpchgen_path, tpchgen_version
-from ...datasets.tpch.load import Task, copy_tasks, run_tasks
+from ...datasets.tpch.files import TpchFiles, parse_rate, scale_text, tpchgen_path, tpchgen_version
 from ...datasets.tpch.queries import ALL_QUERIES, SCAN_QUERIES, query_text
-from ...datasets.tpch.schema import PARTITION_KEY, PARTITIONED, column_list
 from ...errors import CaseError, UserError
 from ...evidence import Watched, flush_statistics
 from ...matrix import Case, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import guc
-from ...servers.cluster import SUPERUSER, Cluster
-from ...servers.fdw import create_server, set_case_options
+from ...servers.fdw import set_case_options
 from ...servers.paths import NetworkPath
+from ...servers.topology import Server
 from ..base import Declared, Setup, StudyEnv, StudyOptions
-from . import checks, report, spec
+from . import checks, report, spec, user_role
+from .objects import create_objects, load_and_analyze, load_tasks, worker_servers  # noqa: F401 (bench/ imports)
 from .spec import (CLUSTER_SETTINGS, CORES, DB, LAYOUTS, POSTGRES_FDW_OPTIONS, STORAGES,
-                   disk_needed, expand_queries, layout_settings, scan_cores, schema, search_path, single_tables)
+                   disk_needed, expand_queries, layout_settings, scan_cores, search_path)
 
 T = TypeVar("T")
 
@@ -85,6 +87,9 @@ class Shape:
     queries: tuple[str, ...]
     timeout: int = 3600
     user: Mapping[str, str] = field(default_factory=dict)     # the user's queries: {NAME: SQL}
+    # The storages set up and checked: both on a managed server (whatever --storage measures, the
+    # answers are compared across them); a user server's tpch, the regular one only (user_role.py).
+    storages: tuple[str, ...] = STORAGES
 
     @classmethod
     def of(cls, options: StudyOptions) -> "Shape":
@@ -94,8 +99,10 @@ class Shape:
         if unknown:
             raise UserError(f"--queries: '{unknown[0]}' is no TPC-H query (1-22) and no NAME of a --query-file; "
                             f"give --query-file {unknown[0]}=FILE or choose TPC-H queries (e.g. 1,6)")
+        storages = tuple(st for st in STORAGES if st in options.dims["storage"]) \
+            if user_role.on_user_server(options) else STORAGES
         return cls(float(p["scale"]), int(p["partitions"]), tuple(la for la in LAYOUTS if la in options.dims["layout"]),
-                   expand_queries(options.dims["queries"], user), int(p["timeout"]), user)
+                   expand_queries(options.dims["queries"], user), int(p["timeout"]), user, storages)
 
     def text(self, query: str) -> str:
         """The PostgreSQL text of a query: TPC-H's at this scale, or the user's."""
@@ -108,11 +115,15 @@ class Shape:
     @property
     def sides(self) -> list[tuple[str, str]]:
         """(layout, storage) of every side a query runs on, in report order."""
-        return [(la, st) for la in self.layouts for st in STORAGES]
+        return [(la, st) for la in self.layouts for st in self.storages]
 
 
 class FileFdwTpch(Declared):
     vocabulary = spec.VOCABULARY
+
+    def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
+        """A user tpch server runs the single layout's regular storage only (user_role.py)."""
+        return user_role.refine(options, given)
 
     def cases(self, options: StudyOptions) -> list[Case]:
         dims = {**options.dims, "queries": Shape.of(options).queries}
@@ -126,7 +137,10 @@ class FileFdwTpch(Declared):
         shape = Shape.of(env.options)
         ws = env.servers.workspace
         files = TpchFiles(ws.root / "data" / "tpch", shape.scale)
-        need, free = check_disk(ws, files, shape)
+        user = user_role.on_user_server(env.options)
+        if user:
+            user_role.say(env.log)
+        need, free = check_disk(ws, files, shape, managed=not user)
         env.log(f"TPC-H SF {scale_text(shape.scale)}, layouts {','.join(shape.layouts)}: needs about "
                 f"{need / 1e9:.1f} GB of disk, {free / 1e9:.0f} GB free")
         tool = tpchgen_path()
@@ -135,12 +149,13 @@ class FileFdwTpch(Declared):
         generated = in_background(generate, ws.root, files, shape, tool, env.log)
         main, workers = start_servers(env, shape)
         facts: dict = {"scale": shape.scale, "partitions": shape.partitions, "layouts": list(shape.layouts),
+                       "storages": list(shape.storages),
                        "queries": list(shape.queries), "cores": CORES, **generated()}
         create_objects(main, workers, files, shape)
         facts.update(load_and_analyze(main, workers, files, shape, env.log))
         conns = {side: env.kept_connection(side, lambda side=side: connect(main, *side, shape.timeout))
                  for side in shape.sides}
-        facts["settings"] = settings_facts(shape, bool(workers))
+        facts["settings"] = settings_facts(shape, bool(workers), main.managed)
         plans = checks.explain(conns, shape)
         t0 = time.monotonic()
         answers, duck, digests = checks.warm_up_and_check(conns, files, shape)
@@ -219,9 +234,10 @@ def scan_metrics(nbytes: int, seconds: float, cores: int) -> dict:
             "mb_per_s_per_core": round(per_core, 2)}
 
 
-def check_disk(ws, files: TpchFiles, shape: Shape) -> tuple[float, float]:
+def check_disk(ws, files: TpchFiles, shape: Shape, managed: bool = True) -> tuple[float, float]:
+    """Not managed: the tables' disk is the user server's; only the files count here."""
     n = shape.partitions
-    need = disk_needed(shape.scale, shape.layouts, files.complete(), files.complete(n), n)
+    need = disk_needed(shape.scale, shape.layouts, files.complete(), files.complete(n), n, managed)
     free = ws.free_bytes()
     if need > free:
         raise UserError(f"--scale: TPC-H SF {scale_text(shape.scale)} with layouts {','.join(shape.layouts)} needs "
@@ -266,21 +282,17 @@ def generate(root, files: TpchFiles, shape: Shape, tool: str, log) -> dict:
     return facts
 
 
-def start_servers(env: StudyEnv, shape: Shape) -> tuple[Cluster, list[Cluster]]:
-    """The instance `tpch` (the coordinator too) and, for the scale-out layout, one per part."""
+def start_servers(env: StudyEnv, shape: Shape) -> tuple[Server, list[Server]]:
+    """The instance `tpch` (the coordinator too; the user's with --server tpch) and, for the
+    scale-out layout, one per part."""
     t0 = time.monotonic()
-    main = env.servers.cluster("tpch", settings=CLUSTER_SETTINGS)
+    main = env.servers.server("tpch", settings=CLUSTER_SETTINGS)
     workers = ([env.servers.cluster(f"worker{k}", settings=CLUSTER_SETTINGS) for k in range(1, shape.partitions + 1)]
                if "scaleout" in shape.layouts else [])
     for c in (main, *workers):
         c.create_database(DB)
     env.log(f"{1 + len(workers)} server(s) up in {time.monotonic() - t0:.1f} s")
     return main, workers
-
-
-def worker_servers(n: int) -> list[str]:
-    """The coordinator's foreign servers, one per scale-out instance."""
-    return [f"worker{k}" for k in range(1, n + 1)]
 
 
 def side_connection(env: StudyEnv, case: Mapping[str, str]) -> psycopg.Connection:
@@ -292,135 +304,22 @@ def side_connection(env: StudyEnv, case: Mapping[str, str]) -> psycopg.Connectio
         raise CaseError(f"cannot connect: {str(e).strip()}") from None
 
 
-def connect(cluster: Cluster, layout: str, storage: str, timeout: int) -> psycopg.Connection:
+def connect(cluster: Server, layout: str, storage: str, timeout: int) -> psycopg.Connection:
     conn = cluster.connect(DB)
     conn.execute(f"SET search_path = {search_path(layout, storage)}")
-    for k, v in layout_settings(layout).items():
-        conn.execute(f"SET {k} = {v}")
+    session = {} if cluster.managed else user_role.SESSION_SETTINGS   # a managed server has them already
+    for k, v in {**session, **layout_settings(layout)}.items():
+        conn.execute(f"SET {k} = '{v}'")
     conn.execute(f"SET statement_timeout = '{int(timeout)}s'")
     return conn
 
 
-def settings_facts(shape: Shape, scaleout: bool) -> dict:
-    facts = {"cluster": CLUSTER_SETTINGS, "layouts": {la: layout_settings(la) for la in shape.layouts},
+def settings_facts(shape: Shape, scaleout: bool, managed: bool = True) -> dict:
+    facts = {"cluster": CLUSTER_SETTINGS if managed else {},
+             "layouts": {la: layout_settings(la) for la in shape.layouts},
              "search_path": {f"{la}/{st}": search_path(la, st) for la, st in shape.sides}}
+    if not managed:   # the server's own settings are in its fingerprint
+        facts["session"] = user_role.SESSION_SETTINGS
     if scaleout:
         facts["postgres_fdw"] = {**POSTGRES_FDW_OPTIONS, "transport": "TCP 127.0.0.1, scram-sha-256"}
-    return facts
-
-
-# -- the objects of every layout ------------------------------------------------------------------
-FILE_SERVER = ["CREATE EXTENSION IF NOT EXISTS file_fdw", "CREATE SERVER tpch_files FOREIGN DATA WRAPPER file_fdw"]
-
-
-def file_table(name: str, table: str, path, partition_of: str | None = None, bound: str = "") -> str:
-    """A file_fdw table over a .tbl file: with the extra trailing column, or a partition of one."""
-    head = (f"CREATE FOREIGN TABLE {name} PARTITION OF {partition_of} {bound}" if partition_of else
-            f"CREATE FOREIGN TABLE {name} ({column_list(table, with_dummy=True)})")
-    return f"{head} SERVER tpch_files OPTIONS (filename {sql.quote(str(path))}, format 'text', delimiter '|')"
-
-
-def range_bound(bounds, k: int) -> str:
-    low, high = bounds[k]
-    return f"FOR VALUES FROM ({'MINVALUE' if low is None else low}) TO ({'MAXVALUE' if high is None else high})"
-
-
-def main_ddl(files: TpchFiles, shape: Shape, bounds) -> list[str]:
-    """The coordinator's schemas: the single layout's tables (its small ones serve the others
-    too), the partitioned layout's partitions, the scale-out layout's partitioned parents."""
-    layouts = ("single", *(la for la in shape.layouts if la != "single"))
-    stmts = [*FILE_SERVER, *(f"CREATE SCHEMA {schema(la, st)}" for la in layouts for st in STORAGES)]
-    for table in single_tables(shape.layouts):
-        stmts.append(f"CREATE TABLE single_regular.{table} ({column_list(table)})")
-        stmts.append(file_table(f"single_foreign.{table}", table, files.file(table)))
-    for table in PARTITIONED:
-        by = f"PARTITION BY RANGE ({PARTITION_KEY[table]})"
-        if "partitioned" in shape.layouts:
-            stmts.append(f"CREATE TABLE partitioned_regular.{table} ({column_list(table)}) {by}")
-            stmts.append(f"CREATE TABLE partitioned_foreign.{table} ({column_list(table, with_dummy=True)}) {by}")
-            for k in range(shape.partitions):
-                stmts.append(f"CREATE TABLE partitioned_regular.{table}_{k + 1} "
-                             f"PARTITION OF partitioned_regular.{table} {range_bound(bounds, k)}")
-                stmts.append(file_table(f"partitioned_foreign.{table}_{k + 1}", table,
-                                        files.part_file(table, shape.partitions, k + 1),
-                                        f"partitioned_foreign.{table}", range_bound(bounds, k)))
-        if "scaleout" in shape.layouts:
-            stmts += [f"CREATE TABLE scaleout_{st}.{table} ({column_list(table)}) {by}" for st in STORAGES]
-    return stmts
-
-
-def create_objects(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: Shape) -> None:
-    """Tables, file_fdw tables and postgres_fdw partitions of every layout, on every instance.
-    Each scale-out instance holds its part as a regular table and over its part file; the
-    coordinator reaches it as partition k of the scale-out layout's lineitem and orders."""
-    bounds = files.partition_bounds(shape.partitions) if shape.needs_parts else []
-    with main.connect(DB) as conn:
-        for stmt in main_ddl(files, shape, bounds):
-            conn.execute(stmt)
-        for k, (w, server) in enumerate(zip(workers, worker_servers(len(workers)))):
-            create_server(conn, server, w.tcp_host, w.port, DB, SUPERUSER, w.password, POSTGRES_FDW_OPTIONS)
-            for table in PARTITIONED:
-                for st in STORAGES:
-                    conn.execute(f"CREATE FOREIGN TABLE scaleout_{st}.{table}_{k + 1} PARTITION OF "
-                                 f"scaleout_{st}.{table} {range_bound(bounds, k)} SERVER {server} OPTIONS "
-                                 f"(schema_name 'worker_{st}', table_name '{table}')")
-    for k, w in enumerate(workers, 1):
-        stmts = [*FILE_SERVER, "CREATE SCHEMA worker_regular", "CREATE SCHEMA worker_foreign"]
-        for table in PARTITIONED:
-            stmts.append(f"CREATE TABLE worker_regular.{table} ({column_list(table)})")
-            stmts.append(file_table(f"worker_foreign.{table}", table, files.part_file(table, shape.partitions, k)))
-        w.execute(DB, *stmts)
-
-
-# -- load and analyse -----------------------------------------------------------------------------
-def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: Shape) -> tuple[list[Task], list[Task]]:
-    """COPY slices (large files cut so that every core has work), then every ANALYZE."""
-    ci, n, sizes = main.conninfo(DB), shape.partitions, files.sizes()
-    slice_bytes = max(16 << 20, sum(sizes.values()) // (2 * CORES))
-    load: list[Task] = []
-    analyze: list[Task] = []
-    for table in single_tables(shape.layouts):
-        load += copy_tasks("single", ci, f"single_regular.{table}", files.file(table), slice_bytes)
-        analyze.append(Task("single regular", ci, sql=f"ANALYZE single_regular.{table}", weight=sizes[table] * 0.05))
-        analyze.append(Task("single foreign", ci, sql=f"ANALYZE single_foreign.{table}", weight=sizes[table]))
-    for table in PARTITIONED:
-        if "partitioned" in shape.layouts:
-            for k in range(1, n + 1):
-                load += copy_tasks("partitioned", ci, f"partitioned_regular.{table}_{k}",
-                                   files.part_file(table, n, k), slice_bytes)
-            # A partitioned table's ANALYZE samples the whole (for the joins above the
-            # partitions) and then each partition: file_fdw parses every part twice.
-            analyze.append(Task("partitioned regular", ci, sql=f"ANALYZE partitioned_regular.{table}",
-                                weight=sizes[table] * 0.1))
-            analyze.append(Task("partitioned foreign", ci, sql=f"ANALYZE partitioned_foreign.{table}",
-                                weight=sizes[table] * 2))
-        for k, w in enumerate(workers, 1):
-            wci = w.conninfo(DB)
-            load += copy_tasks("scaleout", wci, f"worker_regular.{table}", files.part_file(table, n, k), slice_bytes)
-            analyze.append(Task("scaleout worker regular", wci, sql=f"ANALYZE worker_regular.{table}",
-                                weight=sizes[table] * 0.05 / n))
-            analyze.append(Task("scaleout worker foreign", wci, sql=f"ANALYZE worker_foreign.{table}",
-                                weight=sizes[table] / n))
-        # The coordinator's statistics of its postgres_fdw partitions: PostgreSQL 15 fetches
-        # every row to sample them (analyze_sampling is 16+), for the whole and each part.
-        analyze += [Task(f"scaleout coordinator {st}", ci, sql=f"ANALYZE scaleout_{st}.{table}",
-                         weight=sizes[table] * 2) for st in STORAGES if workers]
-    return load, analyze
-
-
-def load_and_analyze(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: Shape, log) -> dict:
-    """Every load task, then every ANALYZE, on one connection per core; their figures."""
-    load, analyze = load_tasks(main, workers, files, shape)
-    t0 = time.monotonic()
-    loaded = run_tasks(load, CORES)
-    load_bytes = sum(t.bytes for t in load)
-    facts: dict = {"load": {"seconds": loaded.wall_s, "bytes": load_bytes,
-                            "mb_per_s": round(load_bytes / MB / max(loaded.wall_s, 1e-9), 1),
-                            "connections": CORES, "by_layout": loaded.groups}}
-    log(f"loaded {load_bytes / MB:,.0f} MB with COPY in {loaded.wall_s:.1f} s "
-        f"({facts['load']['mb_per_s']:,.0f} MB/s on {CORES} connections)")
-    analysed = run_tasks(analyze, CORES)
-    facts["analyze"] = {"seconds": analysed.wall_s, "by_layout": analysed.groups}
-    log(f"analysed regular and foreign tables in {analysed.wall_s:.1f} s")
-    facts["load_and_analyze_s"] = round(time.monotonic() - t0, 3)
     return facts
