@@ -68,6 +68,8 @@ def test_tpch_on_a_user_server_measures_its_regular_side_and_leaves_it_as_found(
     assert fp["settings"]["session"] == {"work_mem": "64MB", "jit": "off", "synchronous_commit": "off"}
     text = json.dumps(run)
     assert '"user_tpch"' in text
+    probes = [p for p in run["link_probes"] if p["link"] == "pg15_tpch_0ms"]   # the real way there, every round
+    assert len(probes) == 2 * ROUNDS and all(p["rtt_median_ms"] > 0 for p in probes)
 
     assert_left_as_found([server], before, ws)
     markdown = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout

@@ -96,7 +96,8 @@ def seed_table(series: Series) -> Table:
                   "single: one core per query (the seed's PostgreSQL); partitioned: lineitem and orders in N "
                   "partitions with parallel query; scaleout: N instances behind postgres_fdw (the seed's "
                   "CitusDB: one node, 4 blocks).", "Published seconds: with report --wide (or in markdown, HTML); "
-                  "the slowdowns they give are in the next table."],
+                  + ("the slowdowns they give are in the next table." if len(storages) > 1 else
+                     "without a foreign side here, there is no slowdown of ours to set beside theirs.")],
                  align_left=2 if len(pgs) > 1 else 1, detail=tuple(range(len(cols) - 4, len(cols))))
 
 
@@ -224,7 +225,9 @@ def answers_table(env: dict[str, dict]) -> Table | None:
         return None
     return Table("Answer checks (the warm-up run of every case)", [
         "Query", "PG", "Rows", "Sides agreeing", "DuckDB", "Digest"], rows,
-        ["Sides: regular and foreign on every layout, compared exactly (sorted rows, PostgreSQL's numerics are "
+        [("Sides: regular and foreign on every layout" if all(len(fp.get("storages", STORAGES)) > 1 for fp in
+                                                              env.values() if "answers" in fp)
+          else "Sides: the storages measured") + ", compared exactly (sorted rows, PostgreSQL's numerics are "
          "exact); DuckDB runs the specification's text (Q2, Q17, Q20, Q21 with their correlated subqueries, "
          "which PostgreSQL runs decorrelated), numbers within 1e-6 relative. Any difference fails the run; every "
          "measurement re-checks its digest.", *notes], align_left=2)

@@ -66,7 +66,7 @@ from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import guc
 from ...servers.fdw import set_case_options
-from ...servers.paths import NetworkPath
+from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
 from ..base import Declared, Setup, StudyEnv, StudyOptions
 from . import checks, report, spec, user_role
@@ -148,6 +148,8 @@ class FileFdwTpch(Declared):
         # The files are generated while the servers start: both are fixed costs of a first run.
         generated = in_background(generate, ws.root, files, shape, tool, env.log)
         main, workers = start_servers(env, shape)
+        if user:   # the way to the user's server is a real network: its round trip probed every round
+            env.servers.path(NetworkPath(env.major, "tpch", DIRECT), main)
         facts: dict = {"scale": shape.scale, "partitions": shape.partitions, "layouts": list(shape.layouts),
                        "storages": list(shape.storages),
                        "queries": list(shape.queries), "cores": CORES, **generated()}
