@@ -18,6 +18,7 @@ import psycopg
 
 from .. import validate
 from ..evidence import Watched
+from ..results.baseline import Baseline
 from ..results.convergence import MIN_ROUNDS
 from ..matrix import Case, Dimension, KnobFamily, Parameter, Preset
 from ..metrics import Metric
@@ -189,10 +190,16 @@ class Vocabulary:
     knob_families: Mapping[str, KnobFamily] = field(default_factory=dict)
     # The servers it uses, by role: which can be a user server (--server ROLE=DSN) and what it needs.
     roles: Mapping[str, Role] = field(default_factory=dict)
+    # The case each case is compared with in the same round (results/baseline.py), when the
+    # study's question is a ratio: its report's ratios and --until-ci read it. None: each case
+    # stands on its own metric.
+    baseline: Baseline | None = None
 
     def __post_init__(self) -> None:
         if self.primary_metric not in self.metrics:
             raise ValueError(f"{self.name}: primary metric {self.primary_metric} is not in its catalogue")
+        if self.baseline is not None and self.baseline.dimension not in self.dimensions:
+            raise ValueError(f"{self.name}: baseline dimension {self.baseline.dimension} is not a dimension")
 
 
 class Declared:

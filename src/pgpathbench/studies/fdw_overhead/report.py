@@ -14,11 +14,11 @@ from ...references import FDW_OVERHEAD_LATENCY_MS, FDW_OVERHEAD_TPS, Published, 
 from ...report import Plot, Point, Table
 from ...results.model import CaseResult, StudyResult
 from ...servers.paths import DIRECT, NetworkPath, latency_ms
-from ...stats import Summary, linear_fit, ratio_summary, summarise
+from ...stats import Summary, linear_fit, summarise
 from ...matrix import NOT_APPLICABLE
 from ...servers.fdw import FAMILY
 from ...tools.pgbench import PROTOCOLS
-from .spec import HOP, REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
+from .spec import BASELINE, HOP, REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
 
 DEFAULT_PROTOCOL = "simple"   # pgbench's default -M, what runs before --protocol ran
 LEGACY_MAJOR = "15"   # runs stored before majors were a dimension ran 15 and named links without it
@@ -55,10 +55,6 @@ class Key(NamedTuple):
         """'/prepared/fetch_size=1': the knobs that are not at their default, for labels."""
         return ((f"/{self.protocol}" if self.protocol != DEFAULT_PROTOCOL else "")
                 + "".join(f"/{FAMILY.knob_name(n)}={v}" for n, v in self.knobs if v != NOT_APPLICABLE))
-
-    def local_twin(self) -> "Key":
-        """The local case measured with this one: same workload, clients, major and protocol."""
-        return self._replace(target="local", latency=DIRECT, knobs=tuple((n, NOT_APPLICABLE) for n, _ in self.knobs))
 
     @property
     def bench(self) -> str:
@@ -153,9 +149,9 @@ def _remote_top(case: CaseResult) -> str:
 
 def explains(cases: Cases) -> str:
     """One line computed from the evidence: why the FDW path of the first RO case costs what it costs."""
-    by_key = dict(cases)
+    twins = BASELINE.twins(c for _, c in cases)
     for k, c in cases:
-        local = by_key.get(k.local_twin())
+        local = twins.get(c.case_id)
         statements, latency = c.median("remote_statements_per_txn"), c.median("latency_ms")
         if k.workload != "ro" or local is None or statements is None or latency is None:
             continue
@@ -182,17 +178,9 @@ def _aggregate_table(title: str, metric: str, cases: Cases, rtt: dict[str, float
 
 
 def _overheads(cases: Cases) -> dict[Key, Summary]:
-    """TPS of local / TPS through each FDW target, paired by round."""
-    by_key = dict(cases)
-    out = {}
-    for k, c in cases:
-        local = by_key.get(k.local_twin())
-        if k.target == "local" or local is None:
-            continue
-        r = ratio_summary(local.values("tps"), c.values("tps"))
-        if r is not None:
-            out[k] = r
-    return out
+    """TPS of local / TPS through each FDW target, paired by round (the study's baseline)."""
+    found = BASELINE.ratios((c for _, c in cases), "tps")
+    return {k: found[c.case_id][1] for k, c in cases if c.case_id in found}
 
 
 def _ratio_table(cases: Cases, rtt: dict[str, float]) -> Table:

@@ -16,6 +16,7 @@ from ... import validate
 from ...evidence import REMOTE_METRICS
 from ...matrix import Dimension, Parameter, Preset, positive_int
 from ...metrics import catalogue
+from ...results.baseline import Baseline
 from ...servers import fdw
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
@@ -146,6 +147,9 @@ DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "client
 
 METRICS = catalogue(*pgbench.METRICS, *REMOTE_METRICS)
 PRIMARY_METRIC = "tps"
+# The seeds' question is the overhead: TPS of local over TPS through each FDW target, for the same
+# workload, clients, major and protocol; local crosses no link and has no postgres_fdw option.
+BASELINE = Baseline("target", "local", free=("latency", fdw.FAMILY.prefix + "."), inverse=True)
 
 
 def network_path(target: str, latency: str, pg: str) -> NetworkPath | None:
@@ -161,7 +165,7 @@ VOCABULARY = Vocabulary(
     seeds=("000", "001"), required_tools=("initdb", "postgres", "pgbench"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
-    knob_families=knob_families(fdw.FAMILY),
+    knob_families=knob_families(fdw.FAMILY), baseline=BASELINE,
     roles={"source": Role("source", "holds the pgbench tables (a database of ours); local and fdw_local run "
                           "there", ("createdb",)),
            "external": Role("external", "holds the foreign tables of the source (databases of ours) that "

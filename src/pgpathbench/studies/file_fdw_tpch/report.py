@@ -9,15 +9,16 @@ fingerprint, per PostgreSQL major; runs of the earlier version kept them under
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import NamedTuple
 
 from ...datasets.tpch.files import MB, parse_rate, scale_text
 from ...datasets.tpch.queries import SCAN_QUERIES
 from ...references import (FILE_FDW_TPCH_PARSE_MB_S_PER_CORE, FILE_FDW_TPCH_SECONDS, FILE_FDW_TPCH_SOURCE,
                            file_fdw_tpch_slowdown)
 from ...report import Plot, Point, Table
-from ...results.model import StudyResult
-from ...stats import ratio_summary, summarise
-from .spec import LAYOUT_SYSTEM, LAYOUTS, PRIMARY_METRIC, STORAGES, query_label, query_rank, scan_cores
+from ...results.model import CaseResult, StudyResult
+from ...stats import Summary, summarise
+from .spec import BASELINE, LAYOUT_SYSTEM, LAYOUTS, PRIMARY_METRIC, STORAGES, query_label, query_rank, scan_cores
 
 Series = dict[tuple[str, str, str, str], dict[int, float]]   # (query, storage, layout, pg) -> round: seconds
 V1_SETUP_PREFIX = "file_fdw_tpch_pg"
@@ -31,9 +32,32 @@ def seconds_series(result: StudyResult) -> Series:
     for case in result.cases:
         values = case.values(PRIMARY_METRIC)
         if values:
-            key = (case["queries"], case["storage"], case["layout"], case.get("pg", "15"))
-            series[key] = {r: ms / 1000 for r, ms in values.items()}
+            series[_key(case)] = {r: ms / 1000 for r, ms in values.items()}
     return series
+
+
+def _key(case: CaseResult) -> tuple[str, str, str, str]:
+    return case["queries"], case["storage"], case["layout"], case.get("pg", "15")
+
+
+class Slowdown(NamedTuple):
+    """A query on file_fdw against the same query on the regular tables (the study's baseline)."""
+    foreign: dict[int, float]      # round -> seconds
+    regular: dict[int, float]
+    ratio: Summary                 # foreign / regular, paired by round
+
+
+def slowdowns(result: StudyResult) -> dict[tuple[str, str, str], Slowdown]:
+    """(query, layout, pg) -> its slowdown, for every query measured on both storages in a round."""
+    series = seconds_series(result)
+    found = BASELINE.ratios(result.cases, PRIMARY_METRIC)
+    out = {}
+    for case in result.cases:
+        if case.case_id in found:
+            base, ratio = found[case.case_id]
+            q, _, la, pg = _key(case)
+            out[(q, la, pg)] = Slowdown(series[_key(case)], series[_key(base)], ratio)
+    return out
 
 
 def setups(result: StudyResult) -> dict[str, dict]:
@@ -61,9 +85,9 @@ def tables(result: StudyResult) -> list[Table]:
     series = seconds_series(result)
     if not series:
         return []
-    env = setups(result)
-    found = [seed_table(series), slowdown_table(series), parse_table(series, env), plans_table(series, env),
-             answers_table(env), data_table(env)]
+    env, slow = setups(result), slowdowns(result)
+    found = [seed_table(series), slowdown_table(series, slow), parse_table(series, slow, env),
+             plans_table(series, env), answers_table(env), data_table(env)]
     return [t for t in found if t is not None]
 
 
@@ -101,24 +125,18 @@ def seed_table(series: Series) -> Table:
                  align_left=2 if len(pgs) > 1 else 1, detail=tuple(range(len(cols) - 4, len(cols))))
 
 
-def slowdown_table(series: Series) -> Table | None:
+def slowdown_table(series: Series, slow: dict[tuple[str, str, str], Slowdown]) -> Table | None:
     """None when one storage alone was measured: nothing to compare."""
     if len(storages_in(series)) < 2:
         return None
     rows = []
     found: dict[tuple, float] = {}
-    for pg in majors_in(series):
-        for la in LAYOUTS:
-            for q in queries_in(series):
-                reg, fdw = series.get((q, "regular", la, pg)), series.get((q, "foreign", la, pg))
-                r = ratio_summary(fdw, reg) if reg and fdw else None
-                if r is None:
-                    continue
-                rs, fs = summarise(list(reg.values())), summarise(list(fdw.values()))
-                found[(q, la, pg)] = r.median
-                rows.append([query_label(q), la, pg, rs.median, rs.ci_text, fs.median, fs.ci_text, r.median, r.ci_text,
-                             r.verdict(1.0), file_fdw_tpch_slowdown(q, LAYOUT_SYSTEM[la]),
-                             SYSTEM_NAMES[LAYOUT_SYSTEM[la]]])
+    for (q, la, pg), (fdw, reg, r) in sorted(slow.items(), key=lambda kv: (int(kv[0][2]), LAYOUTS.index(kv[0][1]),
+                                                                             query_rank(kv[0][0]))):
+        rs, fs = summarise(list(reg.values())), summarise(list(fdw.values()))
+        found[(q, la, pg)] = r.median
+        rows.append([query_label(q), la, pg, rs.median, rs.ci_text, fs.median, fs.ci_text, r.median, r.ci_text,
+                     r.verdict(1.0), file_fdw_tpch_slowdown(q, LAYOUT_SYSTEM[la]), SYSTEM_NAMES[LAYOUT_SYSTEM[la]]])
     notes = ["Slowdown: seconds on file_fdw / seconds on regular tables, paired by round (measured in the same "
              "round); its median and the distribution-free 95% interval ((NN%): too few rounds for 95%).",
              "Seed slowdown: the seed's published foreign/regular means, PostgreSQL beside single, CitusDB beside "
@@ -147,7 +165,7 @@ def q6_above_q1(found: dict[tuple, float]) -> list[str]:
     return notes
 
 
-def parse_table(series: Series, env: dict[str, dict]) -> Table | None:
+def parse_table(series: Series, slow: dict[tuple[str, str, str], Slowdown], env: dict[str, dict]) -> Table | None:
     rows = []
     for (q, st, la, pg), values in sorted(series.items()):
         fp = env.get(pg) or {}
@@ -159,7 +177,7 @@ def parse_table(series: Series, env: dict[str, dict]) -> Table | None:
         s = summarise(list(values.values()))
         rate, per_core = parse_rate(nbytes, s.median, cores)
         rows.append([query_label(q), la, pg, nbytes / MB, s.median, cores, rate, per_core,
-                     parse_only(values, series.get((q, "regular", la, pg)), nbytes, cores),
+                     parse_only(values, slow[(q, la, pg)].regular if (q, la, pg) in slow else None, nbytes, cores),
                      FILE_FDW_TPCH_PARSE_MB_S_PER_CORE])
     if not rows:
         return None
@@ -296,14 +314,14 @@ def plots(result: StudyResult) -> list[Plot]:
     seconds: dict[str, list] = defaultdict(list)
     slowdown: dict[str, list] = defaultdict(list)
     multi = len(majors_in(series)) > 1
+    slow = slowdowns(result)
     for (q, st, la, pg), values in sorted(series.items(), key=lambda kv: query_rank(kv[0][0])):
         s = summarise(list(values.values()))
         suffix = f" (PG {pg})" if multi else ""
         seconds[f"{la} {st}{suffix}"].append(Point(query_label(q), s.median, s.ci_low, s.ci_high))
-        if st == "foreign" and (q, "regular", la, pg) in series:
-            r = ratio_summary(values, series[(q, "regular", la, pg)])
-            if r is not None:
-                slowdown[la + suffix].append(Point(query_label(q), r.median, r.ci_low, r.ci_high))
+        if st == "foreign" and (q, la, pg) in slow:
+            r = slow[(q, la, pg)].ratio
+            slowdown[la + suffix].append(Point(query_label(q), r.median, r.ci_low, r.ci_high))
     measured = bool(slowdown)   # none with the regular storage alone: no slowdown chart then
     for system, label in (("postgresql", "published PostgreSQL"), ("citusdb", "published CitusDB")):
         pts = [Point(query_label(q), v) for q in queries_in(series) if (v := file_fdw_tpch_slowdown(q, system))]

@@ -11,6 +11,7 @@ from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
 from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
+from ...results.baseline import Baseline
 from ..base import Role, Vocabulary, PG, EVIDENCE, UNTIL_CI, knob_families
 
 LAYOUTS = ("single", "partitioned", "scaleout")
@@ -208,6 +209,9 @@ METRICS = catalogue(
     Metric("mb_per_s_per_core", "MB/s", "higher", "Q1 and Q6 on file_fdw: mb_per_s over scan_cores"),
 )
 PRIMARY_METRIC = "duration_ms"
+# The seed's question is the slowdown: each query on file_fdw over the same query on the regular
+# tables of its layout and major.
+BASELINE = Baseline("storage", "regular")
 
 
 VOCABULARY = Vocabulary(
@@ -215,7 +219,7 @@ VOCABULARY = Vocabulary(
     seeds=("002",), required_tools=("initdb", "postgres"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
-    knob_families=knob_families(),
+    knob_families=knob_families(), baseline=BASELINE,
     roles={"tpch": Role("tpch", "holds the loaded tables (a database of ours) and reads the TPC-H files through "
                         "file_fdw; a user server runs the regular storage of the single layout only (the files "
                         "generated here, loaded by COPY FROM STDIN): file_fdw reads the server's own disk",

@@ -258,6 +258,9 @@ def client_times(output: dict) -> dict:
     return {f"{k}_ms": output[f"{k}_s"] * 1000 for k in ("connect", "exec", "fetch", "total")}
 
 
+# No baseline: the seed ranks every candidate by its duration normalised within its testcase (no
+# one case is the reference, every candidate's own median counts), and its connect-per-query and
+# memory ratios are side tables; so --until-ci reads each case's own duration.
 VOCABULARY = Vocabulary(
     name="interfaces", title="client interfaces and fetch methods (libpq, ODBC, JDBC, psycopg) by transport and strategy",
     seeds=("003",), required_tools=("initdb", "postgres", "psql"),

@@ -8,8 +8,8 @@ from typing import NamedTuple
 
 from ...report import Plot, Point, Table
 from ...results.model import CaseResult, StudyResult
-from ...stats import Summary, ratio_summary
-from .spec import REFERENCE_TOOL, TARGET, TOOLS, TRANSPORTS, WORKLOADS, verdict
+from ...stats import Summary
+from .spec import BASELINE, REFERENCE_TOOL, TARGET, TOOLS, TRANSPORTS, WORKLOADS, verdict
 
 
 class Key(NamedTuple):
@@ -25,10 +25,6 @@ class Key(NamedTuple):
     def order(self) -> tuple:
         return (int(self.pg), WORKLOADS.index(self.workload), TRANSPORTS.index(self.transport),
                 TOOLS.index(self.tool))
-
-    @property
-    def reference(self) -> "Key":
-        return self._replace(tool="reference")
 
 
 class Pair(NamedTuple):
@@ -46,16 +42,8 @@ def measured(result: StudyResult) -> list[tuple[Key, CaseResult]]:
 def pairs(result: StudyResult) -> list[Pair]:
     """Every client case whose reference was measured, with its duration ratio paired by round."""
     cases = measured(result)
-    by_key = dict(cases)
-    out = []
-    for key, c in cases:
-        ref = by_key.get(key.reference)
-        if key.tool == "reference" or ref is None:
-            continue
-        r = ratio_summary(c.values("duration_ms"), ref.values("duration_ms"))
-        if r is not None:
-            out.append(Pair(key, c, ref, r))
-    return out
+    found = BASELINE.ratios((c for _, c in cases), "duration_ms")
+    return [Pair(key, c, *found[c.case_id]) for key, c in cases if c.case_id in found]
 
 
 def _seconds(c: CaseResult, metric: str) -> float | None:
@@ -71,7 +59,7 @@ def tables(result: StudyResult) -> list[Table]:
 def _ratio_table(found: list[Pair]) -> Table | None:
     rows = []
     for key, client, ref, r in found:
-        w = ratio_summary(client.values("work_ms"), ref.values("work_ms")) if key.workload == "loop" else None
+        w = BASELINE.ratio(client, ref, "work_ms") if key.workload == "loop" else None
         rows.append([key.pg, key.workload, key.transport, key.tool, _mode(client), REFERENCE_TOOL[key.workload],
                      _seconds(ref, "duration_ms"), _seconds(client, "duration_ms"), r.median, r.ci_text,
                      w.median if w else None, w.ci_text if w else None, verdict(key.tool, r)])
@@ -99,10 +87,10 @@ def _mode(c: CaseResult) -> str:
 
 
 def _process_table(cases: list[tuple[Key, CaseResult]]) -> Table | None:
-    by_key = dict(cases)
+    twins = BASELINE.twins(c for _, c in cases)
     rows = []
     for key, c in cases:
-        ref = by_key.get(key.reference)
+        ref = twins.get(c.case_id)
         extra = None
         if key.workload == "copy" and key.tool != "reference" and ref and c.median("bytes") and ref.median("cpu_ms"):
             extra = (c.median("cpu_ms") - ref.median("cpu_ms")) / 1000 / c.median("bytes") * 1e9

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ...clients import CLIENTS
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
+from ...results.baseline import Baseline
 from ...servers.paths import DIRECT, NetworkPath
 from ...stats import Summary
 from ..base import Role, Vocabulary, PG, EVIDENCE, UNTIL_CI, knob_families
@@ -64,6 +65,9 @@ METRICS = catalogue(
            "connect; pgbench's transactions / tps (without initial connection time)"),
 )
 PRIMARY_METRIC = "duration_ms"
+# The question: each client's wall time over the reference tool's (psql COPY, pgbench), same
+# workload, transport and server.
+BASELINE = Baseline("tool", "reference")
 
 
 def excluded(d: dict[str, str]) -> bool:
@@ -99,7 +103,7 @@ VOCABULARY = Vocabulary(
     seeds=("003",), required_tools=("initdb", "postgres", "psql", "pgbench"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
-    knob_families=knob_families(),
+    knob_families=knob_families(), baseline=BASELINE,
     roles={"local": Role("local", "holds t50k and t10m (a database of ours), read by the clients and the reference "
                          "tools; a user server by its DSN's way only: unix if its host is a socket directory, "
                          "else tcp", ("createdb",))})

@@ -16,7 +16,7 @@ from ...report import Plot, Point, Table
 from ...results.model import CaseResult, StudyResult
 from ...servers.paths import DIRECT, NetworkPath, latency_ms
 from ...stats import Fit, linear_fit
-from .spec import ANALYZE_MODES, SAMPLING_METHODS, STATISTICS_ERRORS, row_count
+from .spec import BASELINE, ANALYZE_MODES, SAMPLING_METHODS, STATISTICS_ERRORS, row_count
 
 MEDIAN_NOTE = "Median of the rounds, error bars: 95% CI of the median."
 TOO_FEW = "too few points"
@@ -94,12 +94,12 @@ def read_points(cases: list[CaseResult]) -> list[tuple[float, float]]:
 
 
 def send_points(fdw_cases: list[CaseResult], cases: list[CaseResult]) -> list[tuple[float, float]]:
-    """(rows sent, ms through the FDW minus ms direct in the same round) for the same sample."""
-    direct = {(c["rows"], c["method"], c["fraction"]): c.values("duration_ms")
-              for c in cases if c["access"] == "direct"}
+    """(rows sent, ms through the FDW minus ms direct in the same round) for the same sample (the
+    study's baseline: the same major too)."""
+    twins = BASELINE.twins(cases)
     points = []
     for c in fdw_cases:
-        base = direct.get((c["rows"], c["method"], c["fraction"]), {})
+        base = twins[c.case_id].values("duration_ms") if c.case_id in twins else {}
         n = row_count(c["rows"])
         sent = n if c["method"] == "full" else n * float(c["fraction"])
         points += [(sent, ms - base[r]) for r, ms in c.values("duration_ms").items() if r in base]

@@ -12,6 +12,7 @@ import re
 from ... import validate
 from ...matrix import Dimension, Preset
 from ...metrics import Metric, catalogue
+from ...results.baseline import Baseline
 from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
 from ...servers.paths import DIRECT
 
@@ -125,12 +126,17 @@ DEFAULT_DIMS = {"test": ("sampling", "analyze"), "rows": ("10k", "1M"), "method"
                 "fraction": FRACTIONS_PAPER, "access": ("direct", "fdw"), "analyze_sampling": ANALYZE_MODES,
                 "stats_target": ("100", "1000", "10000"), "latency": (DIRECT,), "pg": ("17",)}
 
+# The seed's question is what the FDW costs: sampling through it over the same sample taken on the
+# source (direct cases cross no link), ANALYZE of the foreign table over ANALYZE of the local one
+# (the direct analyze case, analyze_sampling local) of the same size and statistics target.
+BASELINE = Baseline("access", "direct", free=("latency", "analyze_sampling"))
+
 VOCABULARY = Vocabulary(
     name="remote-sampling", title="sampling directly vs through postgres_fdw, and ANALYZE with analyze_sampling",
     seeds=("004",), required_tools=("initdb", "postgres"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric="duration_ms",
-    knob_families=knob_families(),
+    knob_families=knob_families(), baseline=BASELINE,
     roles={"source": Role("source", "holds the sampled tables and their sampling views (a database of ours); "
                           "direct sampling and local ANALYZE run there", ("createdb",)),
            "external": Role("external", "holds foreign tables of the source (a database of ours per link); "
