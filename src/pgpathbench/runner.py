@@ -37,7 +37,7 @@ from .servers.topology import Servers
 from .servers.user import UserDsn
 from .store import ResultsStore
 from .studies import get as get_study
-from .results.convergence import MIN_ROUNDS, converged_cases
+from .results.convergence import MIN_ROUNDS, plan_round
 from .studies.base import StudyEnv, StudyOptions, evidence_on, until_ci
 from .workspace import Workspace
 
@@ -258,17 +258,12 @@ class Runner:
             raise
 
     def _rounds(self, study, options: StudyOptions, cases: list, run_id: str, seed: int):
-        """Each round and the cases it still measures, in its shuffled order: those without a stored
-        measurement; with --until-ci, of the cases not yet converged (decided as the round begins,
-        from what is stored, so that a resumed run decides alike)."""
-        target = until_ci(options)
+        """Each round and the cases it still measures (convergence.plan_round), decided as the
+        round begins from what is stored."""
         for round_no in range(1, options.repeat + 1):
-            done = self.store.done(run_id)
-            todo = [c for c in round_order(cases, seed, round_no) if (study.name, c.case_id, round_no) not in done]
-            if target is not None and todo:
-                closed = converged_cases(self.store.result(run_id), study.primary_metric, target)
-                self.progress.closed(closed)
-                todo = [c for c in todo if c.case_id not in closed]
+            todo, closed = plan_round(study, cases, seed, round_no, self.store.done(run_id),
+                                      lambda: self.store.result(run_id).study, until_ci(options))
+            self.progress.closed(closed)
             yield round_no, todo
 
     def _measure_all(self, study, envs: dict[str, StudyEnv], servers: Servers, rounds, run_id: str,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..results.convergence import MIN_ROUNDS, convergence_rows
+from ..results.convergence import MIN_ROUNDS, half_width_pct, verdicts
 from ..results.model import RunResult
 from ..stats import format_number, outliers
 from . import Plot, Table, evidence, knobs
@@ -98,17 +98,27 @@ def run_option_tables(run: RunResult, study) -> list[Table]:
 
 
 def convergence_table(run: RunResult, study) -> Table | None:
-    """--until-ci: how many rounds each case took, and whether its interval reached the target."""
+    """--until-ci: per case, the interval that decided (its metric, or its ratio to its baseline),
+    its width, the rounds it took, and whether it converged."""
     (options,) = run.options.get("studies", [{}])
     pct = (options.get("params") or {}).get("until_ci")
     if pct is None:
         return None
-    rows = convergence_rows(run, study.primary_metric, pct)
-    done = sum(1 for r in rows if r[-1] == "yes")
-    return Table(f"Adaptive repetition (--until-ci {pct:g}%): {done} of {len(rows)} cases converged",
-                 ["case", "rounds", f"{study.primary_metric} 95% CI half-width", "converged"], rows,
-                 notes=[f"A case stops once the 95% CI of its median {study.primary_metric} lies within {pct:g}% of "
-                      f"the median, after at least {MIN_ROUNDS} rounds; 'no' means --repeat ran out first."])
+    found = verdicts(run.study, study, pct)
+    rows = [[v.case_id, v.rounds, v.decided_by, v.interval.n if v.interval else 0,
+             v.interval.median if v.interval else None,
+             "—" if (w := half_width_pct(v.interval)) is None else f"{w:.1f}%",
+             ("yes" if v.converged else "no") + (f" (held open for {len(v.holds_for)})" if v.holds_for else "")]
+            for v in found]
+    notes = [f"A case stops once the 95% CI of the median that decides it lies within {pct:g}% of that median, "
+             f"after at least {MIN_ROUNDS} values; 'no' means --repeat ran out first."]
+    if study.baseline is not None:
+        notes.append(f"A case with a baseline ({study.baseline.label}) in the run is decided on the ratio "
+                     f"{study.baseline.ratio_text(study.primary_metric)}, paired by round (n: pairs); its baseline "
+                     "stays open while a case paired with it is open, and converges on its own metric.")
+    return Table(f"Adaptive repetition (--until-ci {pct:g}%): {sum(v.converged for v in found)} of {len(found)} "
+                 "cases converged", ["case", "rounds", "decided by", "n", "median", "95% CI half-width",
+                                     "converged"], rows, notes, align_left=3)
 
 
 def tables(run: RunResult, studies) -> list[Table]:

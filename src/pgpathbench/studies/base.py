@@ -70,16 +70,18 @@ def evidence_on(options: "StudyOptions") -> bool:
     return options.params.get("evidence", "on") == "on"   # runs stored before it existed collected none
 
 
-# Shared by every study: adaptive repetition. A case stops being measured once its primary metric's
-# 95% interval lies within PCT% of its median, after MIN_ROUNDS (the first count whose median interval
-# covers 95%: 6 rounds; with 5 the min..max covers 93.75%), and up to --repeat rounds.
+# Shared by every study: adaptive repetition (results/convergence.py). A case stops being measured once
+# the 95% interval of its primary metric, or of its ratio to its baseline where the study declares one,
+# lies within PCT% of the median, after MIN_ROUNDS (the first count whose median interval covers 95%:
+# 6 rounds; with 5 the min..max covers 93.75%), and up to --repeat rounds.
 def _until_ci(text: str) -> float:
     return validate.percent(text, maximum=100)
 
 
 UNTIL_CI = Parameter("until_ci", f"adaptive repetition: stop measuring a case once the 95% CI of its primary "
-                     f"metric lies within PCT% of its median (at least {MIN_ROUNDS} rounds, at most --repeat); "
-                     "rounds stay interleaved over the cases still open", _until_ci)
+                     "metric (of its ratio to its baseline, where the study has one: fdw-overhead's local) lies "
+                     f"within PCT% of the median (at least {MIN_ROUNDS} rounds, at most --repeat); rounds stay "
+                     "interleaved over the cases still open, a baseline open while its cases are", _until_ci)
 
 
 def until_ci(options: "StudyOptions") -> float | None:
