@@ -1,4 +1,12 @@
-"""Progress of long work: a bar per study on a terminal, one line per measurement otherwise."""
+"""Progress of long work: a bar per study on a terminal, one line per measurement otherwise.
+
+The ETA counts what repeats (bench/round_costs.py splits a round into its parts): each planned
+measurement at its case's last measurement's own time (settings, evidence, the measurement, the
+store's write), and each round to come at the last round's own cost beside its measurements
+(link probes before and after it, deciding which cases it measures). Probes are no case's: charged
+to whichever case a round began with, they would leave the estimate when that case converges, and
+a round's closing probes would be missed until the next round began.
+"""
 
 from __future__ import annotations
 
@@ -19,17 +27,21 @@ class ProgressReporter:
         self._bar: Progress | None = None
         self._task = None
         self.done = self.total = 0
-        self.plan: Counter[str] = Counter()     # case id -> measurements still to make
-        self.took: dict[str, float] = {}         # case id -> wall seconds of its last measurement
-        self._mark = time.monotonic()
+        self.plan: Counter[tuple[int, str]] = Counter()   # (round, case id) -> measurements still to make
+        self.took: dict[str, float] = {}         # case id -> seconds of its last measurement itself
+        self.per_round: float | None = None      # the last round's own cost beside its measurements
+        self._round: int | None = None           # the round under way (its own cost still to come)
+        self._mark = time.monotonic()            # when the round under way began (the last one ended)
+        self._measured_s = 0.0                   # its measurements' seconds so far
 
     def log(self, message: str) -> None:
         self.console.print(f"[dim]·[/dim] {message}", highlight=False, emoji=False)
 
-    def start(self, study: str, total: int, done: int, plan: list[str] | None = None) -> None:
-        """plan: the case id of every measurement still to make (for the ETA)."""
+    def start(self, study: str, total: int, done: int, plan: list[tuple[int, str]] | None = None) -> None:
+        """plan: (round, case id) of every measurement still to make (for the ETA)."""
         self.total, self.done = total, done
-        self.plan, self.took, self._mark = Counter(plan or ()), {}, time.monotonic()
+        self.plan, self.took, self.per_round = Counter(plan or ()), {}, None
+        self._round, self._mark, self._measured_s = None, time.monotonic(), 0.0
         if done:
             self.log(f"{study}: {done} of {total} measurements already stored, measuring the rest")
         if self.live:
@@ -39,13 +51,12 @@ class ProgressReporter:
             self._bar.start()
             self._task = self._bar.add_task(study, total=total, completed=done, eta="after the first measurement")
 
-    def measured(self, case_id: str, round_no: int, headline: str) -> None:
-        """One measurement made: its wall time since the previous one (probes between rounds
-        included: they are part of what the rest will take) is its case's time."""
-        now = time.monotonic()
-        self.took[case_id], self._mark = now - self._mark, now
+    def measured(self, case_id: str, round_no: int, headline: str, seconds: float) -> None:
+        """One measurement made, in `seconds` of its own: its case's time from now on."""
+        self.took[case_id], self._round = seconds, round_no
+        self._measured_s += seconds
         self.done += 1
-        self.plan[case_id] -= 1
+        self.plan[(round_no, case_id)] -= 1
         eta = format_duration(self.remaining_s())
         if self._bar is not None:
             self._bar.update(self._task, advance=1, eta=eta)
@@ -54,18 +65,29 @@ class ProgressReporter:
             self.console.print(f"[{self.done}/{self.total}] round {round_no} {case_id}: {headline} (ETA {eta})",
                                highlight=False, emoji=False)
 
+    def round_done(self) -> None:
+        """The round under way ended (its closing probes included): what it cost beside its
+        measurements is the cost of each round to come."""
+        now = time.monotonic()
+        self.per_round = max(0.0, now - self._mark - self._measured_s)
+        self._round, self._mark, self._measured_s = None, now, 0.0
+
     def remaining_s(self) -> float | None:
         """What the measurements still planned will take: each case's last measurement's time (a
-        case not measured yet: the median of those that were); None before any was."""
+        case not measured yet: the median of those that were), and each round with measurements
+        planned, and the one under way, at the last round's own cost; None before any measurement."""
         if not self.took:
             return None
         typical = statistics.median(self.took.values())
-        return sum(n * self.took.get(case, typical) for case, n in self.plan.items() if n > 0)
+        left = [(r, case) for (r, case), n in self.plan.items() for _ in range(n)]
+        rounds = {r for r, _ in left} | ({self._round} if self._round is not None else set())
+        return sum(self.took.get(case, typical) for _, case in left) + len(rounds) * (self.per_round or 0.0)
 
     def closed(self, case_ids) -> None:
         """Cases the run measures no more (converged: --until-ci): their planned measurements go."""
-        for case in case_ids:
-            self.total -= max(self.plan.pop(case, 0), 0)
+        closed = set(case_ids)
+        for key in [k for k in self.plan if k[1] in closed]:
+            self.total -= max(self.plan.pop(key), 0)
         if self._bar is not None:
             self._bar.update(self._task, total=self.total)
 

@@ -200,7 +200,7 @@ class Runner:
                     envs = self._prepare(study, options, servers, run_id, session, fingerprint, clock)
                     try:
                         self.progress.start(study.name, len(cases) * options.repeat,
-                                            len(cases) * options.repeat - len(todo), [c.case_id for _, c in todo])
+                                            len(cases) * options.repeat - len(todo), [(r, c.case_id) for r, c in todo])
                         self._measure_all(study, envs, servers, self._rounds(study, options, cases, run_id, seed),
                                           run_id, session, clock)
                     finally:   # out of a user's databases before they are dropped (before 13, none may be in)
@@ -276,12 +276,13 @@ class Runner:
                 self._measure_one(study, envs[case["pg"]], servers, run_id, round_no, case, session, clock)
                 check_interrupted()
             self._between_rounds(servers, study, envs, run_id, round_no, "after", session)
+            self.progress.round_done()
             self.progress.log(f"round {round_no} done; the rest: about {format_duration(self.progress.remaining_s())}")
 
     def _measure_one(self, study, env: StudyEnv, servers: Servers, run_id: str, round_no: int, case,
                      session: int, clock: _Clock) -> None:
         """One measurement, committed at once. A server that died during it fails it, and the run."""
-        started_at = datetime.now(timezone.utc)
+        started_at, t0 = datetime.now(timezone.utc), time.perf_counter()
         taken = Taken()
         try:
             metrics, error = take_measurement(study, env, case, taken), None
@@ -298,7 +299,8 @@ class Runner:
         path = study.path(case)
         self.store.add_measurement(run_id, case, round_no, session, started_at, taken.duration_s, metrics, error,
                                    path.id if path else None, taken.series if metrics else [], taken.evidence)
-        self.progress.measured(case.case_id, round_no, headline(metrics, error, study.primary_metric))
+        self.progress.measured(case.case_id, round_no, headline(metrics, error, study.primary_metric),
+                               time.perf_counter() - t0)
         clock.measure_s += taken.duration_s or 0.0
         clock.bookkeeping_s += time.perf_counter() - t1
         if dead:
