@@ -11,12 +11,14 @@ the run header, failed measurements and the environment.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
 import psycopg
 
 from .. import validate
+from ..errors import UserError
 from ..evidence import Watched
 from ..results.baseline import Baseline
 from ..results.convergence import MIN_ROUNDS
@@ -173,6 +175,20 @@ class Role:
 def user_roles(options: StudyOptions) -> frozenset[str]:
     """The roles given as user servers (--server ROLE=DSN), as the run's options store them."""
     return frozenset(options.params.get("servers") or ())
+
+
+def only_served(options: StudyOptions, given: set[str], served: Mapping[str, tuple[str, ...]],
+                refusal: Callable[[str, str], str]) -> StudyOptions:
+    """The cases a user server can run: in each dimension of `served`, its values only. A value it
+    cannot serve is refused (UserError(refusal(dimension, value))) when its option was given, and
+    left out otherwise (the study's log says why)."""
+    dims = dict(options.dims)
+    for dim, ok in served.items():
+        unserved = [v for v in dims[dim] if v not in ok]
+        if unserved and dim in given:
+            raise UserError(refusal(dim, unserved[0]))
+        dims[dim] = tuple(v for v in dims[dim] if v in ok)
+    return dataclasses.replace(options, dims=dims)
 
 
 @dataclass(frozen=True)

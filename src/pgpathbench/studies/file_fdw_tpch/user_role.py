@@ -10,10 +10,7 @@ there (the others, shared_buffers, are the server's own: its fingerprint holds t
 
 from __future__ import annotations
 
-import dataclasses
-
-from ...errors import UserError
-from ..base import StudyOptions, user_roles
+from ..base import StudyOptions, only_served, user_roles
 from .spec import CLUSTER_SETTINGS
 
 ROLE = "tpch"
@@ -36,17 +33,9 @@ def on_user_server(options: StudyOptions) -> bool:
 
 
 def refine(options: StudyOptions, given: set[str]) -> StudyOptions:
-    """With a user tpch server: only what it serves (SERVED); a value it cannot serve is refused
-    (UserError) when its option was given, left out otherwise. Managed: the options as they are."""
-    if not on_user_server(options):
-        return options
-    dims = dict(options.dims)
-    for dim, served in SERVED.items():
-        unserved = [v for v in dims[dim] if v not in served]
-        if unserved and dim in given:
-            raise UserError(refusal(dim, unserved[0]))
-        dims[dim] = tuple(v for v in dims[dim] if v in served)
-    return dataclasses.replace(options, dims=dims)
+    """With a user tpch server: only what it serves (SERVED; base.only_served). Managed: the options
+    as they are."""
+    return only_served(options, given, SERVED, refusal) if on_user_server(options) else options
 
 
 def refusal(dim: str, value: str) -> str:

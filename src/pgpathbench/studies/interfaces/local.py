@@ -9,15 +9,14 @@ socket of ours there. refine_local() leaves the other transport out, or refuses 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from ...clients import session_env
 from ...datasets.seed003 import DB
-from ...errors import UserError
 from ...servers import user
 from ...servers.paths import DIRECT
 from ...servers.topology import Server
+from ..base import only_served
 from .spec import LOCAL_ROLE, network_path
 
 @dataclass(frozen=True)
@@ -38,15 +37,14 @@ def refine_local(options, given: set[str]):
     local = user.from_stored(options.params).get(LOCAL_ROLE)
     if local is None:
         return options
-    transports = options.dims["transport"]
     missing = "tcp" if local.over_socket else "unix"
-    if missing not in transports:
-        return options
-    if "transport" in given:
-        others = ",".join(t for t in transports if t != missing) or ("unix" if missing == "tcp" else "tcp")
-        raise UserError(_NO_TRANSPORT[missing].format(others=others))
-    return dataclasses.replace(options, dims={**options.dims, "transport": tuple(t for t in transports
-                                                                                 if t != missing)})
+
+    def refusal(dim: str, value: str) -> str:
+        others = ",".join(t for t in options.dims["transport"] if t != missing) or \
+            ("unix" if missing == "tcp" else "tcp")
+        return _NO_TRANSPORT[missing].format(others=others)
+    served = tuple(t for t in options.dims["transport"] if t != missing)
+    return only_served(options, given, {"transport": served}, refusal)
 
 
 def say_local(env, local: Server) -> None:
