@@ -20,9 +20,11 @@ import signal
 import threading
 import time
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from . import plan
 from .environment import host_fingerprint
 from .evidence import collected
 from .errors import CaseError, Interrupted, RunFailed, UserError
@@ -189,8 +191,8 @@ class Runner:
         done = self.store.done(run_id)
         todo = [(r, c) for r in range(1, options.repeat + 1) for c in round_order(cases, seed, r)
                 if (study.name, c.case_id, r) not in done]
-        self.progress.log(_plan(study, options, cases, len(todo)))
         fingerprint = Fingerprint(machine=host_fingerprint())
+        self.progress.log(_plan(study, options, cases, todo, self.store, fingerprint.machine["host"]))
         session = self.store.start_session(run_id, fingerprint.to_json())
         clock = _Clock()
         try:
@@ -343,14 +345,26 @@ class Runner:
             self.store.finish_run(run_id, status, summary)
 
 
-def _plan(study, options: StudyOptions, cases: list, todo: int) -> str:
-    """What the run will measure, and how long that should take when the study can say."""
-    each = study.expected_measurement_s(options)
+def _plan(study, options: StudyOptions, cases: list, todo: list, store: ResultsStore, host: str) -> str:
+    """What the run will measure, and how long that should take: at the study's own figure where
+    it can say, else at what this host measured of the same cases before (plan.py)."""
     adaptive = until_ci(options) is not None
-    line = (f"plan: {todo} measurements ({len(cases)} cases x {options.repeat} rounds"
+    line = (f"plan: {len(todo)} measurements ({len(cases)} cases x {options.repeat} rounds"
             + (f", fewer once cases converge: at least {MIN_ROUNDS} rounds each" if adaptive else "") + ")")
-    if each is None:
+    per_case = Counter(c.case_id for _, c in todo)
+    each = study.expected_measurement_s(options)
+    if each is not None:
+        seconds, source = dict.fromkeys(per_case, each), f"{each:.0f} s each"
+    else:
+        seconds = store.case_times(study.name, per_case, host, options.params, plan.ROUNDS_ONLY, plan.HISTORY_RUNS)
+        source = None
+    est = plan.estimate(per_case, seconds, options.repeat, adaptive)
+    if not est.cases:
+        return line
+    if not est.known:
         return line + "; how long: known after the first round (see each round's line)"
-    low = min(todo, len(cases) * MIN_ROUNDS) if adaptive else todo
-    span = format_duration(low * each) + (f" to {format_duration(todo * each)}" if low < todo else "")
-    return line + f"; about {span} of measurements ({each:.0f} s each), servers and data apart"
+    if source is None:
+        source = "from earlier runs here: " + (f"all {est.cases} cases" if est.known == est.cases else
+                                                f"{est.known} of {est.cases} cases; the others unknown")
+    span = format_duration(est.low_s) + (f" to {format_duration(est.high_s)}" if est.low_s < est.high_s else "")
+    return line + f"; about {span} of measurements ({source}), servers and data apart"

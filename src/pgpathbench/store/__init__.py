@@ -19,7 +19,7 @@ import subprocess
 import sys
 from datetime import datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import psycopg
 from psycopg.rows import dict_row
@@ -191,6 +191,29 @@ class ResultsStore:
             "SELECT count(*) FILTER (WHERE NOT ok), count(*) FROM pgpathbench.measurement WHERE run_id = %s",
             (run_id,)).fetchone()
         return row[0], row[1]
+
+    def case_times(self, study: str, case_ids: Iterable[str], host: str, params: Mapping, ignored: Iterable[str],
+                   last_runs: int) -> dict[str, float]:
+        """Case id -> the median duration_s (the measurement itself) of its successful measurements
+        taken on `host` (per session: a run resumed elsewhere counts where each was taken), in the
+        `last_runs` latest runs of the study that measured it with the same parameters but `ignored`."""
+        with self.conn.cursor() as cur:
+            rows = cur.execute(
+                "WITH here AS ("   # sessions on this host of runs of the same study and parameters
+                "  SELECT r.run_id, s.n::int AS session, r.started_at FROM pgpathbench.run r, "
+                "    jsonb_array_elements(r.environment->'sessions') WITH ORDINALITY AS s(fp, n) "
+                "  WHERE %(study)s = ANY(r.studies) AND coalesce(s.fp->'machine'->>'host', s.fp->>'host') = %(host)s "
+                "    AND (r.options->'studies'->0->'params') - %(ignored)s::text[] = %(params)s - %(ignored)s::text[]"
+                "), timed AS ("
+                "  SELECT m.case_id, m.duration_s, dense_rank() OVER ("
+                "    PARTITION BY m.case_id ORDER BY h.started_at DESC, h.run_id DESC) AS recency "
+                "  FROM pgpathbench.measurement m JOIN here h USING (run_id, session) "
+                "  WHERE m.study = %(study)s AND m.case_id = ANY(%(cases)s) AND m.ok AND m.duration_s IS NOT NULL) "
+                "SELECT case_id, percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_s) FROM timed "
+                "WHERE recency <= %(runs)s GROUP BY case_id",
+                {"study": study, "host": host, "params": Jsonb(dict(params)), "ignored": list(ignored),
+                 "cases": list(case_ids), "runs": last_runs}).fetchall()
+        return dict(rows)
 
     def run(self, ref: str) -> dict:
         """A run by id, or the newest with 'latest'; UserError if there is none."""

@@ -246,7 +246,8 @@ class Declared:
         return []
 
     def expected_measurement_s(self, options: "StudyOptions") -> float | None:
-        """About how long one measurement takes, for the plan's estimate (None: unknown before one is made)."""
+        """About how long one measurement takes, for the plan's estimate (None: the store's history on this
+        host tells, where it can: plan.py)."""
         return None
 
     def check_user_servers(self, options: "StudyOptions", facts: Mapping[str, Any], dsns: Mapping[str, Any]) -> None:
