@@ -37,10 +37,13 @@ class ProgressReporter:
     def log(self, message: str) -> None:
         self.console.print(f"[dim]·[/dim] {message}", highlight=False, emoji=False)
 
-    def start(self, study: str, total: int, done: int, plan: list[tuple[int, str]] | None = None) -> None:
-        """plan: (round, case id) of every measurement still to make (for the ETA)."""
+    def start(self, study: str, total: int, done: int, plan: list[tuple[int, str]] | None = None,
+              known: dict[str, float] | None = None) -> None:
+        """plan: (round, case id) of every measurement still to make (for the ETA); known: case id ->
+        a measurement's time from before (a resumed run's own): the ETA's until the case is measured
+        here, so that a resumed run's ETA does not take its slow cases at the fast ones' time."""
         self.total, self.done = total, done
-        self.plan, self.took, self.per_round = Counter(plan or ()), {}, None
+        self.plan, self.took, self.per_round = Counter(plan or ()), dict(known or {}), None
         self._round, self._mark, self._measured_s = None, time.monotonic(), 0.0
         if done:
             self.log(f"{study}: {done} of {total} measurements already stored, measuring the rest")

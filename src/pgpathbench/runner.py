@@ -192,7 +192,8 @@ class Runner:
         todo = [(r, c) for r in range(1, options.repeat + 1) for c in round_order(cases, seed, r)
                 if (study.name, c.case_id, r) not in done]
         fingerprint = Fingerprint(machine=host_fingerprint())
-        self.progress.log(_plan(study, options, cases, todo, self.store, fingerprint.machine["host"]))
+        seconds, each = _case_seconds(study, options, todo, self.store, fingerprint.machine["host"])
+        self.progress.log(_plan(options, cases, todo, seconds, each))
         session = self.store.start_session(run_id, fingerprint.to_json())
         clock = _Clock()
         try:
@@ -202,7 +203,8 @@ class Runner:
                     envs = self._prepare(study, options, servers, run_id, session, fingerprint, clock)
                     try:
                         self.progress.start(study.name, len(cases) * options.repeat,
-                                            len(cases) * options.repeat - len(todo), [(r, c.case_id) for r, c in todo])
+                                            len(cases) * options.repeat - len(todo), [(r, c.case_id) for r, c in todo],
+                                            known=seconds)
                         self._measure_all(study, envs, servers, self._rounds(study, options, cases, run_id, seed),
                                           run_id, session, clock)
                     finally:   # out of a user's databases before they are dropped (before 13, none may be in)
@@ -345,26 +347,28 @@ class Runner:
             self.store.finish_run(run_id, status, summary)
 
 
-def _plan(study, options: StudyOptions, cases: list, todo: list, store: ResultsStore, host: str) -> str:
-    """What the run will measure, and how long that should take: at the study's own figure where
-    it can say, else at what this host measured of the same cases before (plan.py)."""
+def _case_seconds(study, options: StudyOptions, todo: list, store: ResultsStore, host: str) -> tuple[dict, float | None]:
+    """Case id -> one measurement's time, where known: the study's own figure (returned too) where
+    it can say, else what this host measured of the same cases before, this run's own measurements
+    included when it is resumed (plan.py)."""
+    case_ids = {c.case_id for _, c in todo}
+    each = study.expected_measurement_s(options)
+    if each is not None:
+        return dict.fromkeys(case_ids, each), each
+    return store.case_times(study.name, case_ids, host, options.params, plan.ROUNDS_ONLY, plan.HISTORY_RUNS), None
+
+
+def _plan(options: StudyOptions, cases: list, todo: list, seconds: dict, each: float | None) -> str:
+    """What the run will measure, and how long that should take (seconds: _case_seconds)."""
     adaptive = until_ci(options) is not None
     line = (f"plan: {len(todo)} measurements ({len(cases)} cases x {options.repeat} rounds"
             + (f", fewer once cases converge: at least {MIN_ROUNDS} rounds each" if adaptive else "") + ")")
-    per_case = Counter(c.case_id for _, c in todo)
-    each = study.expected_measurement_s(options)
-    if each is not None:
-        seconds, source = dict.fromkeys(per_case, each), f"{each:.0f} s each"
-    else:
-        seconds = store.case_times(study.name, per_case, host, options.params, plan.ROUNDS_ONLY, plan.HISTORY_RUNS)
-        source = None
-    est = plan.estimate(per_case, seconds, options.repeat, adaptive)
+    est = plan.estimate(Counter(c.case_id for _, c in todo), seconds, options.repeat, adaptive)
     if not est.cases:
         return line
     if not est.known:
         return line + "; how long: known after the first round (see each round's line)"
-    if source is None:
-        source = "from earlier runs here: " + (f"all {est.cases} cases" if est.known == est.cases else
-                                                f"{est.known} of {est.cases} cases; the others unknown")
+    source = f"{each:.0f} s each" if each is not None else "from earlier runs here: " + (
+        f"all {est.cases} cases" if est.known == est.cases else f"{est.known} of {est.cases} cases; the others unknown")
     span = format_duration(est.low_s) + (f" to {format_duration(est.high_s)}" if est.low_s < est.high_s else "")
     return line + f"; about {span} of measurements ({source}), servers and data apart"

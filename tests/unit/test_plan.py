@@ -10,7 +10,7 @@ from pgpathbench import plan
 from pgpathbench.matrix import Case
 from pgpathbench.plan import Estimate, estimate
 from pgpathbench.results.convergence import MIN_ROUNDS
-from pgpathbench.runner import _plan
+from pgpathbench.runner import _case_seconds, _plan
 from pgpathbench.studies.base import StudyOptions
 
 
@@ -74,6 +74,10 @@ def _options(repeat: int, **params) -> StudyOptions:
     return StudyOptions("s", "quick", repeat, {"evidence": "on", **params}, {"k": ()})
 
 
+def _line(study, options: StudyOptions, cases: list[Case], todo: list, store, host: str) -> str:
+    return _plan(options, cases, todo, *_case_seconds(study, options, todo, store, host))
+
+
 def _todo(cases: list[Case], repeat: int) -> list:
     return [(r, c) for r in range(1, repeat + 1) for c in cases]
 
@@ -81,7 +85,7 @@ def _todo(cases: list[Case], repeat: int) -> list:
 def test_the_plan_asks_the_store_for_this_hosts_history_and_says_how_much_it_covers():
     cases = _cases(4)
     store = Store({"0": 30.0, "1": 30.0, "2": 60.0})
-    line = _plan(Study(None), _options(2, until_ci=5.0), cases, _todo(cases, 2), store, "here")
+    line = _line(Study(None), _options(2, until_ci=5.0), cases, _todo(cases, 2), store, "here")
     assert store.asked == [("s", ["0", "1", "2", "3"], "here", {"evidence": "on", "until_ci": 5.0},
                             plan.ROUNDS_ONLY, plan.HISTORY_RUNS)]
     assert line.startswith("plan: 8 measurements (4 cases x 2 rounds, fewer once cases converge")
@@ -92,7 +96,7 @@ def test_the_plan_asks_the_store_for_this_hosts_history_and_says_how_much_it_cov
 def test_the_plan_gives_a_span_when_cases_may_converge_and_all_cases_when_all_are_known():
     cases = _cases(2)
     repeat = MIN_ROUNDS * 2
-    line = _plan(Study(None), _options(repeat, until_ci=5.0), cases, _todo(cases, repeat),
+    line = _line(Study(None), _options(repeat, until_ci=5.0), cases, _todo(cases, repeat),
                  Store({"0": 60.0, "1": 60.0}), "here")
     low, high = 2 * MIN_ROUNDS * 60, 2 * repeat * 60
     assert f"about {low // 60}m00s to {high // 60}m00s of measurements (from earlier runs here: all 2 cases)" in line
@@ -100,14 +104,14 @@ def test_the_plan_gives_a_span_when_cases_may_converge_and_all_cases_when_all_ar
 
 def test_without_history_the_plan_says_the_first_round_will_tell():
     cases = _cases(2)
-    line = _plan(Study(None), _options(3), cases, _todo(cases, 3), Store({}), "here")
+    line = _line(Study(None), _options(3), cases, _todo(cases, 3), Store({}), "here")
     assert line == "plan: 6 measurements (2 cases x 3 rounds); how long: known after the first round (see each round's line)"
 
 
 def test_a_study_that_can_say_is_not_asked_about_history():
     cases = _cases(2)
     store = Store({"0": 1000.0})
-    line = _plan(Study(11.0), _options(3), cases, _todo(cases, 3), store, "here")
+    line = _line(Study(11.0), _options(3), cases, _todo(cases, 3), store, "here")
     assert store.asked == []
     assert line.endswith("; about 1m06s of measurements (11 s each), servers and data apart")
 
@@ -115,5 +119,5 @@ def test_a_study_that_can_say_is_not_asked_about_history():
 @pytest.mark.parametrize("each", [None, 11.0])
 def test_a_resumed_run_with_nothing_left_has_no_estimate(each):
     cases = _cases(2)
-    line = _plan(Study(each), _options(3), cases, [], Store({"0": 1.0}), "here")
+    line = _line(Study(each), _options(3), cases, [], Store({"0": 1.0}), "here")
     assert line == "plan: 0 measurements (2 cases x 3 rounds)"

@@ -80,3 +80,17 @@ def test_a_case_not_measured_yet_counts_at_the_median_and_a_resumed_plan_by_its_
     p = reporter([(1, "b"), (2, "a"), (2, "b"), (2, "c"), (3, "a"), (3, "b"), (3, "c")])
     run_round(p, clock, 1, {"b": 2.0}, probes=1.0)
     assert p.remaining_s() == pytest.approx(2 * (2.0 + 2.0 + 2.0) + 2 * 1.0)
+
+
+def test_a_resumed_run_counts_its_slow_cases_at_their_stored_time_until_measured_again(clock):
+    # remote-sampling at scale: 10M-row cases take seconds, 10k-row ones milliseconds; resumed in
+    # the middle of a round, the fast ones measured first must not set the slow ones' time
+    p = ProgressReporter(Console(file=io.StringIO(), force_terminal=False))
+    p.start("s", 6, 2, [(2, "fast"), (2, "slow"), (3, "fast"), (3, "slow")], known={"fast": 0.01, "slow": 15.0})
+    assert p.remaining_s() == pytest.approx(2 * 0.01 + 2 * 15.0)     # before any measurement of this session
+    clock.now += 0.02
+    p.measured("fast", 2, "ok", 0.02)
+    assert p.remaining_s() == pytest.approx(15.0 + 0.02 + 15.0)
+    clock.now += 12.0
+    p.measured("slow", 2, "ok", 12.0)
+    assert p.remaining_s() == pytest.approx(0.02 + 12.0)
