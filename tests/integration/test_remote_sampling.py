@@ -105,6 +105,24 @@ def test_report_fits_per_row_costs_beside_the_seed(sampling_run):
     assert 0.05 < us < 20, row    # seed 004: about 1.5 us on localhost
 
 
+def test_report_gives_the_seeds_comparisons_as_ratios_paired_by_round(sampling_run):
+    res, _ = sampling_run
+    # the table's rows: the major first (the title names the comparisons too)
+    rows = [line.split() for line in res.stdout.splitlines()
+            if re.match(r"\s*17 .* (fdw / direct|full / method|foreign / local) ", line)]
+    quick = STUDY.presets["quick"].dims
+    per_size = {"fdw / direct": len(spec.SAMPLING_METHODS) * len(quick["fraction"]),
+                "full / method": (len(spec.SAMPLING_METHODS) - 1) * len(quick["fraction"]),
+                "foreign / local": (len(spec.ANALYZE_MODES) - 1) * len(quick["stats_target"])}
+    for comparison, n in per_size.items():
+        assert sum(comparison in " ".join(r) for r in rows) == n * len(quick["rows"]), comparison
+    # Through the FDW, 1% of 100k rows sampled on the source beats sending all of them (as the
+    # medians of the durations say in the test above), here paired by round.
+    at = [(r, r.index("method")) for r in rows if r[1] == "100k" and "method" in r]
+    full = [(r[i - 4], float(r[i + 1])) for r, i in at if r[i - 3] == "0.01"]   # method, 0.01, full / method, median
+    assert len(full) == 3 and all(median > 1 for _, median in full), full
+
+
 def test_tables_named_with_capitals_are_sampled_and_analyzed(workspace_root, monkeypatch):
     # Issue 15: at 10M rows every ANALYZE through the FDW failed with 'relation "t_10M" does not
     # exist' (the table was made unquoted, so folded to t_10m). Here at quick scale: the same code

@@ -13,7 +13,7 @@ from pgpathbench.errors import UserError
 from pgpathbench.report import render
 from pgpathbench.results.model import RunResult
 from pgpathbench.studies.base import StudyOptions
-from pgpathbench.studies.remote_sampling import RemoteSampling, study
+from pgpathbench.studies.remote_sampling import RemoteSampling, spec, study
 from pgpathbench.studies.remote_sampling.spec import parse_fraction, parse_rows, row_count
 
 STUDY = RemoteSampling()
@@ -57,12 +57,26 @@ def test_old_major_is_refused_for_analyze_sampling():
 
 
 def measurement(round_no, access, method, fraction, ms, rows="10k", latency="0ms"):
-    dims = {"test": "sampling", "rows": rows, "method": method, "fraction": fraction, "access": access,
-            "analyze_sampling": "-", "stats_target": "-", "latency": latency, "pg": "17"}
     n = row_count(rows)
     sent = (n if method == "full" else int(n * float(fraction))) if access == "fdw" else 0
+    return _measured(round_no, {"test": "sampling", "rows": rows, "method": method, "fraction": fraction,
+                                "access": access, "analyze_sampling": "-", "stats_target": "-", "latency": latency},
+                     {"duration_ms": ms, "rows_transferred": sent, "rows_table": n})
+
+
+def analyze_measurement(round_no, mode, target, ms, rows="10k", latency="0ms"):
+    """ANALYZE of the table itself (mode local: direct, at 0ms) or of its foreign table over `latency`."""
+    local = mode == "local"
+    return _measured(round_no, {"test": "analyze", "rows": rows, "method": "-", "fraction": "-",
+                                "access": "direct" if local else "fdw", "analyze_sampling": mode,
+                                "stats_target": target, "latency": "0ms" if local else latency},
+                     {"duration_ms": ms, "rows_table": row_count(rows)})
+
+
+def _measured(round_no, dims, metrics):
+    dims = {**dims, "pg": "17"}
     return {"study": STUDY.name, "ok": True, "round": round_no, "dims": dims, "case_id": ":".join(dims.values()),
-            "metrics": {"duration_ms": ms, "rows_transferred": sent, "rows_table": n}}
+            "metrics": metrics}
 
 
 def study_result(measurements):
@@ -193,3 +207,57 @@ def test_analyze_remote_sql_is_the_select_of_the_table_among_what_ran():
            {"query": "DECLARE c1 CURSOR FOR\n SELECT id, a FROM public.t_10k TABLESAMPLE SYSTEM(30)", "calls": 1}]
     assert study.analyze_remote_sql(ran, "t_10k") == "DECLARE c1 CURSOR FOR SELECT id, a FROM public.t_10k TABLESAMPLE SYSTEM(30)"
     assert study.analyze_remote_sql(ran[:1], "t_10k") is None
+
+
+def ratio_rows(result):
+    table = next(t for t in STUDY.report(result) if t.title.startswith("Ratios paired by round"))
+    return table, [row[1:9] for row in table.rows]   # rows to n
+
+
+def test_ratio_table_pairs_each_case_with_its_baseline_and_full_transfer_round_by_round():
+    # Durations that drift 10x from round to round: only a pairing by round gives a constant ratio.
+    drift = {1: 1.0, 2: 10.0, 3: 100.0}
+    ms = []
+    for r, k in drift.items():
+        ms += [measurement(r, "direct", "system", "0.1", k), measurement(r, "direct", "full", "0.1", 2 * k),
+               measurement(r, "fdw", "system", "0.1", 3 * k), measurement(r, "fdw", "full", "0.1", 12 * k),
+               # over a 2ms link: the same direct case, its own full transfer
+               measurement(r, "fdw", "system", "0.1", 5 * k, latency="2ms"),
+               measurement(r, "fdw", "full", "0.1", 40 * k, latency="2ms"),
+               analyze_measurement(r, "local", "100", 10 * k), analyze_measurement(r, "local", "1000", 20 * k),
+               analyze_measurement(r, "system", "100", 5 * k), analyze_measurement(r, "off", "1000", 60 * k)]
+        if r != 3:   # a round missing on one side is no pair
+            ms.append(analyze_measurement(r, "bernoulli", "1000", 5 * k))
+    table, rows = ratio_rows(study_result(ms))
+    assert rows == [
+        ["10k", "direct", "full", "0.1", "fdw / direct", 6.0, "[6.000, 6.000] (75%)", 3],
+        ["10k", "direct", "system", "0.1", "fdw / direct", 3.0, "[3.000, 3.000] (75%)", 3],
+        ["10k", "direct", "system", "0.1", "full / method", 4.0, "[4.000, 4.000] (75%)", 3],
+        ["10k", "direct", "system", "target 100", "foreign / local", 0.5, "[0.5000, 0.5000] (75%)", 3],
+        ["10k", "direct", "off", "target 1000", "foreign / local", 3.0, "[3.000, 3.000] (75%)", 3],
+        ["10k", "direct", "bernoulli", "target 1000", "foreign / local", 0.25, "[0.2500, 0.2500] (50%)", 2],
+        ["10k", "2ms link", "full", "0.1", "fdw / direct", 20.0, "[20.00, 20.00] (75%)", 3],
+        ["10k", "2ms link", "system", "0.1", "fdw / direct", 5.0, "[5.000, 5.000] (75%)", 3],
+        ["10k", "2ms link", "system", "0.1", "full / method", 8.0, "[8.000, 8.000] (75%)", 3]]
+    assert {row[-1] for row in table.rows} == {"too few rounds (3)", "too few rounds (2)"}
+    # the pairing rule and the seed's own words are in the notes
+    assert any("same rows, fraction, link and major" in n for n in table.notes)
+    assert any("*all* the sampling methods beat ANALYZE on the local table" in n for n in table.notes)
+
+
+def test_ratio_table_verdict_needs_six_rounds_and_is_absent_without_pairs():
+    ms = [m for r in range(1, 7) for m in (measurement(r, "fdw", "random", "0.5", 1.0 + r),
+                                           measurement(r, "fdw", "full", "0.5", 4.0 + r))]
+    table, rows = ratio_rows(study_result(ms))
+    assert [row[4] for row in rows] == ["full / method"] and table.rows[0][-1] == "yes"
+    alone = study_result([measurement(r, "fdw", "random", "0.5", 1.0) for r in (1, 2, 3)])
+    assert not any(t.title.startswith("Ratios paired by round") for t in STUDY.report(alone))
+
+
+def test_every_fdw_sample_has_its_full_transfer_in_the_matrix():
+    cases = STUDY.cases(options(rows=("10k",), fraction=("0.1", "1"), latency=("0ms", "2ms")))
+    through = [c for c in cases if c["test"] == "sampling" and c["access"] == "fdw"]
+    twins = spec.FULL_TRANSFER.twins(through)
+    assert set(twins) == {c.case_id for c in through if c["method"] != "full"}
+    assert all(t["method"] == "full" and (t["fraction"], t["latency"]) == (c["fraction"], c["latency"])
+               for c in through if c.case_id in twins for t in [twins[c.case_id]])

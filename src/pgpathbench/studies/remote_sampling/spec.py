@@ -130,6 +130,10 @@ DEFAULT_DIMS = {"test": ("sampling", "analyze"), "rows": ("10k", "1M"), "method"
 # source (direct cases cross no link), ANALYZE of the foreign table over ANALYZE of the local one
 # (the direct analyze case, analyze_sampling local) of the same size and statistics target.
 BASELINE = Baseline("access", "direct", free=("latency", "analyze_sampling"))
+# The seed's other question, read by the report only: through the FDW, transferring every row
+# (`full`, sampled on arrival) over sampling on the source, the same sample fraction, link and
+# size: full's duration / the method's, above 1 where sampling remotely is cheaper.
+FULL_TRANSFER = Baseline("method", "full", inverse=True)
 
 VOCABULARY = Vocabulary(
     name="remote-sampling", title="sampling directly vs through postgres_fdw, and ANALYZE with analyze_sampling",
