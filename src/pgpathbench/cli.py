@@ -51,6 +51,8 @@ def cmd_run(args, out: Console, err: Console) -> int:
         raise UserError("run: name a study; choose from " + ", ".join(STUDIES) + ", or give --resume RUN")
     if args.study is not None and args.resume is not None:
         raise UserError("--resume: takes no study; the run's own options are reused")
+    if args.study is not None and args.resume_repeat is not None:
+        raise UserError(f"--repeat: give it after the study's name (run {args.study} --repeat N), or with --resume")
     options, dsns = None, {}
     if args.study is not None:
         study = get_study(args.study)
@@ -72,7 +74,7 @@ def cmd_run(args, out: Console, err: Console) -> int:
             run_id = runner.start(options, args.seed)
         else:
             bins.require("initdb", "postgres", "pgbench")
-            run_id = runner.resume(args.resume)
+            run_id = runner.resume(args.resume, args.resume_repeat)
         _print_report(store, run_id, "table", out)
         failed, total = store.failed_count(run_id)
     if failed:

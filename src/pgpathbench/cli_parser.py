@@ -108,6 +108,8 @@ def _run_parser(sub) -> None:
     run.add_argument("--resume", metavar="RUN", type=_checked(validate.run_ref),
                      help="measure what RUN is missing or failed ('latest' works): the (case, round) pairs "
                           "without a successful measurement")
+    run.add_argument("--repeat", dest="resume_repeat", metavar="N", type=_checked(validate.repeat),
+                     help="with --resume: the run's rounds raised to N, the rounds added measured too")
     studies = run.add_subparsers(dest="study", metavar="STUDY", parser_class=Parser)
     for study in STUDIES.values():
         sp = studies.add_parser(study.name, help=study.title, description=f"{study.title} (seeds {', '.join(study.seeds)})")

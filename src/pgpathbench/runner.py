@@ -13,6 +13,7 @@ an emulated link whose toxics someone else changed. Either way the run can be re
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -164,23 +165,32 @@ class Runner:
         self._execute(run_id, options, seed)
         return run_id
 
-    def resume(self, run_ref: str) -> str:
+    def resume(self, run_ref: str, repeat: int | None = None) -> str:
         """Measure every (case, round) of the run without a successful measurement: the missing
-        ones and the failed ones (each failure stays recorded in previous_errors)."""
+        ones and the failed ones (each failure stays recorded in previous_errors); with `repeat`
+        above the run's rounds, the rounds added too."""
         run = self.store.run(run_ref)
         if run["status"] == "running" and run["pid"] and pid_alive(run["pid"]):
             raise UserError(f"--resume: run {run['run_id']} is still running (pid {run['pid']}); "
                             "wait for it or stop it first")
         (study_options,) = run["options"]["studies"]   # a run holds one study
         options = StudyOptions.from_json(study_options)
+        if repeat is not None and repeat != options.repeat:
+            if repeat < options.repeat:
+                raise UserError(f"--repeat: run {run['run_id']} has {options.repeat} rounds; --resume can add rounds "
+                                f"(--repeat above {options.repeat}), not take any away")
+            options = dataclasses.replace(options, repeat=repeat)
         failed, stored = self.store.failed_count(run["run_id"])
         planned = len(get_study(options.study).cases(options)) * options.repeat
         if run["status"] == "finished" and not failed and stored >= planned:
-            raise UserError(f"--resume: run {run['run_id']} is already complete; 'pgpathbench report {run['run_id']}'")
+            raise UserError(f"--resume: run {run['run_id']} is already complete; 'pgpathbench report {run['run_id']}', or --repeat above {options.repeat} to add rounds")
         self.user_dsns = user.from_stored(options.params)   # their passwords: PGPASSWORD or ~/.pgpass now
         user_checks.preflight(get_study(options.study), options, self.user_dsns, self.bins)
+        if options.repeat != StudyOptions.from_json(study_options).repeat:   # checked: now it is the run's
+            self.store.set_repeat(run["run_id"], options.repeat)
         self.progress.log(f"resuming run {run['run_id']} ({run['status']}): {options.study}"
-                          + (f", measuring {failed} failed measurements again" if failed else ""))
+                          + (f", measuring {failed} failed measurements again" if failed else "")
+                          + (f", {options.repeat} rounds" if repeat else ""))
         self._execute(run["run_id"], options, run["seed"])
         return run["run_id"]
 

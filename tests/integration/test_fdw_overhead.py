@@ -178,7 +178,16 @@ def test_sigkill_half_way_then_resume_completes_without_duplicates(workspace_roo
     assert {m["session"] for m in rep["measurements"]} == {1, 2}
     assert rep["run"]["status"] == "finished" and len(rep["run"]["environment"]["sessions"]) == 2
     again = pgpathbench("run", "--resume", killed["run_id"], workspace=workspace_root)
-    assert again.returncode == 2 and "already complete" in again.stderr
+    assert again.returncode == 2 and "already complete" in again.stderr and "--repeat above 3" in again.stderr
+    fewer = pgpathbench("run", "--resume", killed["run_id"], "--repeat", "2", workspace=workspace_root)
+    assert fewer.returncode == 2 and fewer.stderr.count("\n") == 1 and "not take any away" in fewer.stderr
+    # one round more: only its measurements are made, in a third session, and the run says 4 rounds
+    more = pgpathbench("run", "--resume", killed["run_id"], "--repeat", "4", workspace=workspace_root)
+    assert more.returncode == 0, more.stderr[-2000:]
+    assert "6 of 8 measurements already stored" in more.stderr
+    rep = report_json(workspace_root, killed["run_id"])
+    assert sorted(m["round"] for m in rep["measurements"] if m["session"] == 3) == [4, 4]
+    assert rep["run"]["options"]["studies"][0]["repeat"] == 4 and rep["run"]["status"] == "finished"
 
 
 def test_sigterm_stops_cleanly_and_marks_interrupted(workspace_root):

@@ -113,6 +113,11 @@ class ResultsStore:
             "VALUES (%s, %s, %s, %s, %s, %s, %s)",
             (run_id, [study], preset, Jsonb(options), seed, os.getpid(), socket.gethostname()))
 
+    def set_repeat(self, run_id: str, repeat: int) -> None:
+        """The run's rounds, raised by a resume that adds rounds (run --resume RUN --repeat N)."""
+        self.conn.execute("UPDATE pgpathbench.run SET options = jsonb_set(options, '{studies,0,repeat}', %s) "
+                          "WHERE run_id = %s", (Jsonb(repeat), run_id))
+
     def start_session(self, run_id: str, fingerprint: dict) -> int:
         """Record the environment of this start (or resume); returns the session number."""
         row = self.conn.execute(
