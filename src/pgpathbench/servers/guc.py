@@ -237,11 +237,21 @@ def apply_server_settings(env, case: Case) -> None:
     """The case's sighup and postmaster settings on every managed server of the major, when they
     differ from those in force (env.state["in_force"]): ALTER SYSTEM SET, then a reload, or a
     restart when a postmaster setting changed (the sighup ones come with it)."""
+    _apply(env, server_wide(env, case))
+
+
+def reload_settings(env, settings: Mapping[str, str]) -> None:
+    """A study's own settings that a reload changes (sighup, superuser), on every managed server of
+    the major when they differ from those in force; kept in force alike with --set's."""
+    _apply(env, settings)
+
+
+def _apply(env, settings: Mapping[str, str]) -> None:
     in_force = env.state.setdefault("in_force", {})
-    changed = {n: v for n, v in server_wide(env, case).items() if in_force.get(n) != v}
+    changed = {n: v for n, v in settings.items() if in_force.get(n) != v}
     if not changed:
         return
-    restart = any(contexts(env)[n] in RESTART for n in changed)
+    restart = any(contexts(env).get(n) in RESTART for n in changed)
     clusters = env.servers.clusters()
     for cluster in clusters:
         with cluster.connect() as conn:
