@@ -175,8 +175,9 @@ class Runner:
                             "wait for it or stop it first")
         (study_options,) = run["options"]["studies"]   # a run holds one study
         options = StudyOptions.from_json(study_options)
-        if repeat is not None and repeat != options.repeat:
-            if repeat < options.repeat:
+        stored_repeat = options.repeat
+        if repeat is not None and repeat != stored_repeat:
+            if repeat < stored_repeat:
                 raise UserError(f"--repeat: run {run['run_id']} has {options.repeat} rounds; --resume can add rounds "
                                 f"(--repeat above {options.repeat}), not take any away")
             options = dataclasses.replace(options, repeat=repeat)
@@ -186,7 +187,7 @@ class Runner:
             raise UserError(f"--resume: run {run['run_id']} is already complete; 'pgpathbench report {run['run_id']}', or --repeat above {options.repeat} to add rounds")
         self.user_dsns = user.from_stored(options.params)   # their passwords: PGPASSWORD or ~/.pgpass now
         user_checks.preflight(get_study(options.study), options, self.user_dsns, self.bins)
-        if options.repeat != StudyOptions.from_json(study_options).repeat:   # checked: now it is the run's
+        if options.repeat != stored_repeat:   # checked: now it is the run's
             self.store.set_repeat(run["run_id"], options.repeat)
         self.progress.log(f"resuming run {run['run_id']} ({run['status']}): {options.study}"
                           + (f", measuring {failed} failed measurements again" if failed else "")
