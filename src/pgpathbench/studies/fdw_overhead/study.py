@@ -136,10 +136,12 @@ class FdwOverhead(Declared):
         p = env.options.params
         t0 = time.monotonic()
         # With links requested, the source is a remote role: on its own network stack when possible.
-        source = env.servers.server(SOURCE_ROLE, STATEMENTS, remote=links_requested(env.options),
+        statements = {**STATEMENTS, **_tracking(env.options)}
+        source = env.servers.server(SOURCE_ROLE, statements, remote=links_requested(env.options),
                                     bandwidth_kbit=p.get("bandwidth"))
         needs_external = any(t in REMOTE_TARGETS for t in env.options.dims["target"])
-        external = env.servers.server("external", STATEMENTS) if needs_external else None
+        external = env.servers.server("external", statements) if needs_external else None
+        guc.started_with(env, _tracking(env.options))
         if external is not None and not external.managed:
             fdw.warn_logged_password(env.log, external)
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
@@ -229,9 +231,7 @@ class FdwOverhead(Declared):
 
     def before_measure(self, env: StudyEnv, case: Case) -> None:
         source = env.state["source"]
-        # Statements are evidence: without it they are not tracked, since tracking is not free (on
-        # 15 each foreign scan's DECLARE is a new entry: 4% of RO TPS through postgres_fdw).
-        guc.reload_settings(env, {TRACK: "top" if evidence_on(env.options) else "none"})
+        guc.reload_settings(env, _tracking(env.options))   # bench/evidence_overhead.py changes it between measurements
         if case["workload"] == "rw":
             # What pgbench -n skips, done on the source itself: never through a foreign table.
             source.execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history")
@@ -284,6 +284,12 @@ class FdwOverhead(Declared):
 
     def plots(self, result: StudyResult) -> list[Plot]:
         return study_report.plots(result)
+
+
+def _tracking(options: StudyOptions) -> dict[str, str]:
+    """Statements are evidence: without it they are not tracked, since tracking is not free (on 15
+    each foreign scan's DECLARE is a new entry: 4% of RO TPS through postgres_fdw)."""
+    return {TRACK: "top" if evidence_on(options) else "none"}
 
 
 def _passfile(server: Server) -> str | None:
