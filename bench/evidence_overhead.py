@@ -3,7 +3,8 @@
 
 The same fdw-overhead cases measured with and without evidence (--evidence on / off: the
 servers' statistics snapshots, the wait-event sampler, CPU from /proc and pgbench's per-
-transaction log), in the same rounds, in an order shuffled per round, on the same servers.
+transaction log), in the same rounds, a case's two modes one after the other in a shuffled order,
+on the same servers.
 Prints, per case, the paired ratio TPS without / TPS with collection (median and 95% CI over the
 rounds; above 1 = collection slows the path down) and checks the target: under 2% (the upper end
 of every interval below 1.02). pg_stat_statements tracks statements in the "on" arm only (the
