@@ -7,9 +7,9 @@ transaction log), in the same rounds, a case's two modes one after the other in 
 on the same servers.
 Prints, per case, the paired ratio TPS without / TPS with collection (median and 95% CI over the
 rounds; above 1 = collection slows the path down) and checks the target: under 2% (the upper end
-of every interval below 1.02). pg_stat_statements tracks statements in the "on" arm only (the
-study tracks them as evidence: pg_stat_statements.track, reloaded between the arms), so its cost
-is collection's.
+of every interval below 1.02). pg_stat_statements is loaded in both modes (query ids are computed
+for every statement, as on any server that loads it) and tracks statements only during the "on"
+mode's untimed statement passes, after its timed run (studies/fdw_overhead/statements.py).
 
     .venv/bin/python bench/evidence_overhead.py [--rounds 10] [--duration 5] [--workload ro,rw] [--pg 15]
                                                 [--workspace DIR]

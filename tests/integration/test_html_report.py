@@ -87,7 +87,7 @@ def html_report(runs, workspace_root, tmp_path_factory) -> Path:
 
 
 def test_export_json_and_csv(runs, exported, workspace_root):
-    assert exported["format_version"] == 2 and exported["run"]["run_id"] == runs[0]
+    assert exported["format_version"] == 3 and exported["run"]["run_id"] == runs[0]
     ms = exported["measurements"]
     assert len(ms) == 2 * 4 and all(m["ok"] and m["metrics"]["tps"] > 0 for m in ms)
     assert exported["link_probes"] and all(p["rtt_median_ms"] >= 0 for p in exported["link_probes"])

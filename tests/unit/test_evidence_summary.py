@@ -2,7 +2,7 @@
 
 import pytest
 
-from pgpathbench.evidence import remote_metrics, summary
+from pgpathbench.evidence import summary
 from pgpathbench.evidence.snapshots import statement_totals
 
 DATA = {
@@ -50,16 +50,6 @@ def test_empty_record():
         "remote_statements": {}, "rows_per_call": {}, "server_cpu_ms": {}, "statements_per_txn": {}}
 
 
-def test_remote_metrics_of_one_role():
-    assert remote_metrics(DATA, "source", "src", 10) == {
-        "remote_statements": 40, "remote_statements_per_txn": 4.0, "remote_rows_per_fetch": pytest.approx(2950 / 30)}
-    assert remote_metrics(DATA, "source", "other", 10) == {"remote_statements": 10, "remote_statements_per_txn": 1.0,
-                                                           "remote_rows_per_fetch": 5.0}
-    assert remote_metrics(DATA, "external", "nowhere", None) == {"remote_statements": 0}
-    assert remote_metrics(DATA, "remote", "src", 10) == {}
-
-
 def test_no_totals_when_entries_were_evicted():
     evicted = {"servers": {"source": {**DATA["servers"]["source"], "evictions": {"dealloc": 3}}}}
-    assert remote_metrics(evicted, "source", "src", 10) == {}
     assert summary(evicted, 10)["remote_statements"] == {}

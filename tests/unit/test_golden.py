@@ -77,7 +77,7 @@ def test_failed_measurements_are_tabled_once_with_every_failure(study):
 def test_export_carries_the_same_measurements(study):
     doc, run = load(study)
     new = json.loads(export.to_json(run))
-    assert new["format_version"] == 2 and new["run"] == doc["run"] and new["link_probes"] == doc["link_probes"]
+    assert new["format_version"] == 3 and new["run"] == doc["run"] and new["link_probes"] == doc["link_probes"]
     assert len(new["measurements"]) == len(doc["measurements"])
     for old, now in zip(doc["measurements"], new["measurements"]):
         assert now == {**old, "metrics": dict(upgrade_metrics(old["study"], old["metrics"], 1)), "path": None,

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from pgpathbench.evidence import REMOTE_METRICS
+from pgpathbench.studies.fdw_overhead.statements import METRICS as REMOTE_METRICS
 
 from pgpathbench.errors import CaseError
 from pgpathbench.references import published_tps_ratio

@@ -2,6 +2,6 @@
 CPU from /proc), recorded beside the client-side metrics; see collect.collected()."""
 
 from .collect import Evidence, Watched, collected
-from .summary import REMOTE_METRICS, flush_statistics, remote_metrics, summary
+from .summary import flush_statistics, summary
 
-__all__ = ["Evidence", "Watched", "collected", "summary", "remote_metrics", "REMOTE_METRICS", "flush_statistics"]
+__all__ = ["Evidence", "Watched", "collected", "summary", "flush_statistics"]

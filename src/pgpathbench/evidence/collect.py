@@ -35,6 +35,7 @@ class Watched:
     postmaster_pid: int | None                  # None: the host's processes are not visible
     databases: tuple[str, ...]                  # the databases whose activity the case causes
     settings: tuple[str, ...] = ()              # server settings read with the after-snapshot (--set's)
+    skip: tuple[str, ...] = ()                  # sections not read: the study counts them otherwise
 
 
 @dataclass
@@ -89,8 +90,8 @@ def _read_sections(conn: psycopg.Connection, w: Watched, snap: _Snapshot, missin
             missing.setdefault(f"{w.role}.{section}", reason(e))
         return
     for section, read in READERS.items():
-        if f"{w.role}.{section}" in missing:
-            continue  # lost in the before-snapshot already
+        if f"{w.role}.{section}" in missing or section in w.skip:
+            continue  # lost in the before-snapshot already, or not wanted
         try:
             if section == "statements":
                 snap.sections[section] = read(conn, snap.version, w.databases, with_text=not before)

@@ -4,17 +4,6 @@ from __future__ import annotations
 
 from ..metrics import Metric
 
-# What a study through postgres_fdw stores per measurement, from the source's pg_stat_statements.
-REMOTE_METRICS = (
-    Metric("remote_statements", "1", "lower", "statements the source ran for the case, counted by its "
-           "pg_stat_statements (calls in the source database over the measurement)"),
-    Metric("remote_statements_per_txn", "1/tx", "lower", "remote_statements / the client's transactions: the "
-           "round trips postgres_fdw makes per transaction, counted rather than fitted"),
-    Metric("remote_rows_per_fetch", "rows", "higher", "rows per FETCH the source answered (postgres_fdw's "
-           "cursor batches: fetch_size caps it)"),
-)
-
-
 def _totals(server: dict, database: str | None) -> dict | None:
     """The statement totals of one database of a server, or of all it watched (database None);
     None when the server could not count every statement (pg_stat_statements evicted entries)."""
@@ -49,20 +38,6 @@ def summary(evidence_data: dict, transactions: int | None = None, database: str 
         cpu = server.get("cpu_ms")
         if cpu is not None:
             out["server_cpu_ms"][role] = cpu["user"] + cpu["system"]
-    return out
-
-
-def remote_metrics(evidence_data: dict, role: str, database: str, transactions: int | None) -> dict:
-    """REMOTE_METRICS of one measurement: the statements of `database` on the server in `role`
-    (none if it could not tell)."""
-    figures = summary(evidence_data, transactions, database)
-    out = {}
-    if role in figures["remote_statements"]:
-        out["remote_statements"] = figures["remote_statements"][role]
-    if role in figures.get("statements_per_txn", {}):
-        out["remote_statements_per_txn"] = figures["statements_per_txn"][role]
-    if role in figures["rows_per_call"]:
-        out["remote_rows_per_fetch"] = figures["rows_per_call"][role]
     return out
 
 

@@ -1,6 +1,6 @@
 """The result model -> JSON and CSV, one object or row per measurement.
 
-JSON (format_version 2): {"format_version": 2, "run": {...the stored run row...},
+JSON (format_version 3): {"format_version": 3, "run": {...the stored run row...},
 "measurements": [{run_id, study, case_id, round, session, started_at, ok, error, duration_s,
 dims: {...}, metrics: {...}, path, attempts, previous_errors, series, evidence}], "link_probes": [{link, round, phase, session, measured_at,
 rtt_median_ms, rtt_p95_ms, rtt_min_ms, round_trips}]}.
@@ -22,7 +22,7 @@ from datetime import datetime
 
 from ..results.model import CaseResult, Measurement, RunResult
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 FIELDS = ["run_id", "study", "case_id", "round", "session", "started_at", "ok", "error", "duration_s"]
 
 

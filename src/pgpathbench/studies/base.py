@@ -262,9 +262,11 @@ class Declared:
         """The servers a case's measurement involves, whose activity is its evidence."""
         return []
 
-    def evidence_metrics(self, env: "StudyEnv", case: Case, metrics: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict:
-        """Figures the study derives from a measurement's evidence (e.g. remote statements per
-        transaction), stored as metrics beside the measured ones."""
+    def evidence_metrics(self, env: "StudyEnv", case: Case, metrics: Mapping[str, Any], evidence: dict) -> dict:
+        """Figures the study derives from a measurement's evidence, stored as metrics beside the
+        measured ones; called after the evidence is collected, outside the timing, so it may also
+        measure what the timed run must not pay for (fdw-overhead's statement passes) and add it
+        to `evidence`."""
         return {}
 
 
@@ -288,7 +290,7 @@ class Study(Protocol):
     def check_user_servers(self, options: StudyOptions, facts: Mapping[str, Any], dsns: Mapping[str, Any]) -> None: ...
     def before_measure(self, env: StudyEnv, case: Case) -> None: ...
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]: ...
-    def evidence_metrics(self, env: "StudyEnv", case: Case, metrics: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict: ...
+    def evidence_metrics(self, env: "StudyEnv", case: Case, metrics: Mapping[str, Any], evidence: dict) -> dict: ...
     def report(self, result: StudyResult) -> list[Table]: ...
     def plots(self, result: StudyResult) -> list[Plot]:
         """The charts of a run: medians with their 95% CI as error bars, labels with units."""

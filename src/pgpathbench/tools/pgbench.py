@@ -71,7 +71,8 @@ ESSENTIAL = ("tps", "latency_ms", "transactions")
 
 @dataclass(frozen=True)
 class TimedRun:
-    """One `pgbench -n -T` run of a builtin script against one database."""
+    """One `pgbench -n -T` run of a builtin script (or the user's) against one database; with
+    `transactions`, `-t` instead."""
     dbname: str
     host: str                  # a socket directory or a TCP host
     port: int
@@ -86,6 +87,7 @@ class TimedRun:
     scripts: tuple[tuple[str, int], ...] = ()   # -f FILE@WEIGHT: the user's scripts instead of a builtin
     pgoptions: str = ""        # PGOPTIONS of its sessions (`-c NAME=VALUE`: --set's session settings)
     passfile: str | None = None   # PGPASSFILE: a user server's password, never on the command line
+    transactions: int | None = None   # -t per client instead of -T (an untimed pass: duration_s bounds it)
 
     @property
     def timeout_s(self) -> int:
@@ -97,7 +99,7 @@ class TimedRun:
             (["-S"] if self.select_only else [])
         return [str(pgbench), "-n", *workload, "-M", self.protocol, "-c", str(self.clients),
                 *(["-j", str(self.threads)] if self.threads > 1 else []),
-                "-T", str(self.duration_s),
+                *(["-t", str(self.transactions)] if self.transactions else ["-T", str(self.duration_s)]),
                 *self._logging(log_prefix), f"--max-tries={self.max_tries}",
                 "-h", self.host, "-p", str(self.port), "-U", self.user, self.dbname]
 

@@ -120,6 +120,15 @@ def _hop_table(rtt: dict[str, float]) -> Table | None:
                   "cursor round trips over the same path, and its own work)."])
 
 
+def counted(cases: Cases) -> str:
+    """How the run counted its remote statements (before format 3: over the timed run)."""
+    if not any("statement_pass" in m.evidence for _, c in cases for m in c.ok):
+        return "Counted by pg_stat_statements on the source over each measurement (calls / transactions)."
+    return ("Counted by pg_stat_statements on the source in two untimed passes after each measurement (the same "
+            "pgbench command, -t 1 and -t N per client; the difference of their calls over the difference of "
+            "their transactions), so that tracking statements costs the timed run nothing.")
+
+
 def _remote_table(cases: Cases) -> Table | None:
     """What postgres_fdw sent to the source per transaction, counted there (pg_stat_statements)."""
     rows = []
@@ -134,16 +143,18 @@ def _remote_table(cases: Cases) -> Table | None:
         return None
     return Table("Remote statements per transaction (measured on the source)",
                  ["Bench", "PG", "Statements per txn (median)", "95% CI", "Rows per FETCH", "Most called"], rows,
-                 [explains(cases)] + ["Counted by pg_stat_statements on the source over each measurement (calls "
-                                      "in the source database / pgbench's transactions): the round trips the "
-                                      "'Cost of a round trip' table fits, counted instead of fitted."],
+                 [explains(cases)] + [counted(cases) + " The round trips the 'Cost of a round trip' table fits, "
+                                      "counted instead of fitted."],
                  detail=(5,))
 
 
 def _remote_top(case: CaseResult) -> str:
-    """The statements postgres_fdw sent most in the last round, with their calls."""
+    """The statements postgres_fdw sent most in the last round's longer pass, with their calls (runs
+    before format 3 counted them over the timed run)."""
     m = case.ok[-1]
-    statements = m.evidence.get("servers", {}).get("source", {}).get("statements", [])
+    passes = m.evidence.get("statement_pass", {}).get("passes")
+    statements = passes[-1]["statements"] if passes else \
+        m.evidence.get("servers", {}).get("source", {}).get("statements", [])
     return "; ".join(f"{' '.join(st['query'].split()[:3])} x{st['calls']}" for st in statements[:4]) or "—"
 
 
@@ -305,8 +316,7 @@ def _remote_bars(cases: Cases) -> Plot | None:
     if not series["statements per transaction"]:
         return None
     return Plot("What postgres_fdw sent to the source", "Bench", "Per transaction / per FETCH", "bar", series,
-                notes=["Counted by pg_stat_statements on the source over each measurement; median over rounds, "
-                       "error bars: 95% CI of the median."])
+                notes=[counted(cases) + " Median over rounds, error bars: 95% CI of the median."])
 
 
 def _coverage_note(summaries: list[Summary]) -> str:

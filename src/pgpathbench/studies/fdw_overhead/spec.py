@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 from ... import validate
-from ...evidence import REMOTE_METRICS
 from ...matrix import Dimension, Parameter, Preset, positive_int
 from ...metrics import catalogue
 from ...results.baseline import Baseline
@@ -21,6 +20,7 @@ from ...servers import fdw
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
 from ...servers.copy_tables import table_names
+from . import statements
 from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
@@ -145,7 +145,7 @@ PRESETS = {
 DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
                 "latency": (DIRECT,), "pg": ("15",), "protocol": ("simple",)}
 
-METRICS = catalogue(*pgbench.METRICS, *REMOTE_METRICS)
+METRICS = catalogue(*pgbench.METRICS, *statements.METRICS)
 PRIMARY_METRIC = "tps"
 # The seeds' question is the overhead: TPS of local over TPS through each FDW target, for the same
 # workload, clients, major and protocol; local crosses no link and has no postgres_fdw option.

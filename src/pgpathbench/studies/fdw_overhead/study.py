@@ -46,7 +46,7 @@ from typing import Mapping
 
 from psycopg import sql
 
-from ...evidence import Watched, remote_metrics
+from ...evidence import Watched
 from ...errors import UserError
 from ...procs import password_env
 from ...matrix import Case, cross, not_applicable
@@ -59,17 +59,20 @@ from ...servers.topology import Server
 from ...tools import pgbench, pgbench_log
 from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested, \
     user_roles
-from . import report as study_report, spec
+from . import report as study_report, spec, statements
 from .spec import HOP, ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
+from .statements import TRACK
 
 SERVER = "source_server"    # the foreign server, in every database with foreign tables
 # The FDW hop probe (probe()): stored beside the links' round trips as <path id>+fdw_scan (spec.HOP).
 HOP_SCAN, HOP_SCANS = "SELECT abalance FROM pgbench_accounts WHERE aid = 1", 20
-# pg_stat_statements on every server: what postgres_fdw sent to the source is evidence (evidence/).
-# Room for one measurement's statements: on 15 each DECLARE CURSOR keeps its constant (one entry
-# per account read), and an entry evicted during a measurement takes its calls with it.
-TRACK = "pg_stat_statements.track"
-STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", TRACK: "top", "pg_stat_statements.max": "20000"}
+# pg_stat_statements on every server: what postgres_fdw sent to the source is evidence, counted in
+# untimed passes (statements.py); the timed runs track nothing. Room for a pass's statements: on 15
+# each DECLARE CURSOR keeps its constant (one entry per account read), and an entry evicted during
+# a pass takes its calls with it.
+STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", TRACK: "none", "pg_stat_statements.max": "20000"}
+# Not read around a timed run, which tracks no statement: the passes count them.
+UNTRACKED = ("statements", "evictions")
 
 
 class FdwOverhead(Declared):
@@ -136,12 +139,11 @@ class FdwOverhead(Declared):
         p = env.options.params
         t0 = time.monotonic()
         # With links requested, the source is a remote role: on its own network stack when possible.
-        statements = {**STATEMENTS, **_tracking(env.options)}
-        source = env.servers.server(SOURCE_ROLE, statements, remote=links_requested(env.options),
+        source = env.servers.server(SOURCE_ROLE, STATEMENTS, remote=links_requested(env.options),
                                     bandwidth_kbit=p.get("bandwidth"))
         needs_external = any(t in REMOTE_TARGETS for t in env.options.dims["target"])
-        external = env.servers.server("external", statements) if needs_external else None
-        guc.started_with(env, _tracking(env.options))
+        external = env.servers.server("external", STATEMENTS) if needs_external else None
+        guc.started_with(env, {TRACK: STATEMENTS[TRACK]})
         if external is not None and not external.managed:
             fdw.warn_logged_password(env.log, external)
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
@@ -231,31 +233,38 @@ class FdwOverhead(Declared):
 
     def before_measure(self, env: StudyEnv, case: Case) -> None:
         source = env.state["source"]
-        guc.reload_settings(env, _tracking(env.options))   # bench/evidence_overhead.py changes it between measurements
         if case["workload"] == "rw":
             # What pgbench -n skips, done on the source itself: never through a foreign table.
             source.execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history")
-        if case["target"] != "local" and evidence_on(env.options) and source.managed:
-            # The earlier measurements' entries out of the way: this one's must not be evicted.
-            source.execute("postgres", "SELECT pg_stat_statements_reset()")
         if case["target"] != "local":
             # The case's postgres_fdw options and --set session settings in force for pgbench's (new) sessions.
             cluster, db = env.state["targets"][(case["target"], case["latency"])]
             fdw.set_case_options(env, case, cluster, db, [SERVER])
 
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
-        """The server pgbench connects to, and the source behind a foreign table."""
+        """The server pgbench connects to, and the source behind a foreign table (their statements
+        apart: see evidence_metrics)."""
         cluster, db = env.state["targets"][(case["target"], case["latency"])]
         source = env.state["source"]
         if cluster is source:   # local, or fdw_local: one server, both databases
-            return [source.watched(SOURCE_ROLE, *dict.fromkeys((db, "source")))]
-        return [cluster.watched("external", db), source.watched(SOURCE_ROLE, "source")]
+            watched = [source.watched(SOURCE_ROLE, *dict.fromkeys((db, "source")))]
+        else:
+            watched = [cluster.watched("external", db), source.watched(SOURCE_ROLE, "source")]
+        return [dataclasses.replace(w, skip=UNTRACKED) for w in watched]
 
-    def evidence_metrics(self, env: StudyEnv, case: Case, metrics: Mapping, evidence: Mapping) -> dict:
-        """What postgres_fdw sent to the source, per pgbench transaction (pg_stat_statements)."""
-        if case["target"] == "local":
+    def evidence_metrics(self, env: StudyEnv, case: Case, metrics: Mapping, evidence: dict) -> dict:
+        """What postgres_fdw sends the source per pgbench transaction, counted in untimed passes
+        after the measurement (statements.py), which the evidence keeps."""
+        if case["target"] == "local" or not evidence_on(env.options):
             return {}
-        return remote_metrics(evidence, SOURCE_ROLE, env.state["source"].dbname("source"), metrics.get("transactions"))
+        source = env.state["source"]
+        record, why = statements.count(env, self._run(env, case), metrics["tps"],
+                                       source.watched(SOURCE_ROLE, "source"), source.managed)
+        if record is None:
+            evidence["missing"][f"{SOURCE_ROLE}.statement_pass"] = why
+            return {}
+        evidence["statement_pass"] = record
+        return statements.metrics(record)
 
     @staticmethod
     def _run(env: StudyEnv, case: Case) -> pgbench.TimedRun:
@@ -284,12 +293,6 @@ class FdwOverhead(Declared):
 
     def plots(self, result: StudyResult) -> list[Plot]:
         return study_report.plots(result)
-
-
-def _tracking(options: StudyOptions) -> dict[str, str]:
-    """Statements are evidence: without it they are not tracked, since tracking is not free (on 15
-    each foreign scan's DECLARE is a new entry: 4% of RO TPS through postgres_fdw)."""
-    return {TRACK: "top" if evidence_on(options) else "none"}
 
 
 def _passfile(server: Server) -> str | None:
