@@ -12,16 +12,19 @@ for every statement, as on any server that loads it) and tracks statements only 
 mode's untimed statement passes, after its timed run (studies/fdw_overhead/statements.py).
 
     .venv/bin/python bench/evidence_overhead.py [--rounds 10] [--duration 5] [--workload ro,rw] [--pg 15]
-                                                [--workspace DIR]
+                                                [--target local,fdw_external] [--affinity] [--save FILE] [--workspace DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import random
 import secrets
 import sys
+from pathlib import Path
 
 from pgpathbench.cli_parser import build_parser, study_options
 from pgpathbench.runner import Taken, take_measurement
@@ -41,15 +44,23 @@ def main() -> int:
     ap.add_argument("--duration", type=int, default=5, help="seconds per pgbench run")
     ap.add_argument("--workload", default="ro,rw", help="pgbench workloads (ro, rw or both)")
     ap.add_argument("--pg", default="15", help="PostgreSQL major of the servers")
+    ap.add_argument("--target", default="local,fdw_external", help="fdw-overhead targets")
     ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
+    ap.add_argument("--save", metavar="FILE", help="also write every measured TPS there (JSON), per case, mode and round")
+    ap.add_argument("--affinity", action="store_true",
+                    help="the servers on the first CPU, the client (pgbench, the evidence's threads) on the others, "
+                         "as pyperf's --affinity: less noise from where the scheduler puts them")
     args = ap.parse_args()
     study = get("fdw-overhead")
     parsed = build_parser().parse_args(["run", "fdw-overhead", "--preset", "quick", "--workload", args.workload,
-                                        "--target", "local,fdw_external", "--duration", str(args.duration),
+                                        "--target", args.target, "--duration", str(args.duration),
                                         "--pg", args.pg])
     on = study_options(study, parsed)
     off = dataclasses.replace(on, params={**on.params, "evidence": "off"})
     tps = measure(study, on, off, args)
+    if args.save:
+        Path(args.save).write_text(json.dumps({"pg": args.pg, "duration_s": args.duration, "affinity": args.affinity,
+                                               "tps": tps}, indent=1))
     print(f"{'case':<28} {'TPS off / on':>13}  95% CI")
     ok = True
     for case_id, by_mode in tps.items():
@@ -69,7 +80,14 @@ def measure(study, on, off, args) -> dict[str, dict[str, dict[int, float]]]:
     tps: dict = {c.case_id: {"on": {}, "off": {}} for c in cases}
     with Servers(ws, f"bench-evidence-{secrets.token_hex(2)}", bins, log=print) as servers:
         env_on = StudyEnv(on, args.pg, bins, servers.scoped(int(args.pg), bins), print)
+        cpus = sorted(os.sched_getaffinity(0))
+        pinned = args.affinity and len(cpus) > 1
+        if pinned:   # the servers started now inherit it, and so do their backends
+            os.sched_setaffinity(0, cpus[:1])
         study.prepare(env_on)
+        if pinned:   # pgbench and the evidence's threads, from here on
+            os.sched_setaffinity(0, cpus[1:])
+            print(f"servers on CPU {cpus[0]}, the client on CPU {','.join(map(str, cpus[1:]))}")
         envs = {"on": env_on, "off": dataclasses.replace(env_on, options=off)}   # the same servers and state
         for round_no in range(1, args.rounds + 1):
             rng = random.Random(round_no)
@@ -79,7 +97,9 @@ def measure(study, on, off, args) -> dict[str, dict[str, dict[int, float]]]:
             for case, mode in order:
                 metrics = take_measurement(study, envs[mode], case, Taken())
                 tps[case.case_id][mode][round_no] = metrics["tps"]
-            print(f"round {round_no}/{args.rounds} done", file=sys.stderr)
+            ratios = ", ".join(f"{c.case_id} {tps[c.case_id]['off'][round_no] / tps[c.case_id]['on'][round_no]:.3f}"
+                               for c in cases)
+            print(f"round {round_no}/{args.rounds}: off / on {ratios}", file=sys.stderr)
     return tps
 
 
