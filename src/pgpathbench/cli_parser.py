@@ -115,7 +115,7 @@ def _run_parser(sub) -> None:
         sp = studies.add_parser(study.name, help=study.title, description=f"{study.title} (seeds {', '.join(study.seeds)})")
         _common(sp)
         sp.add_argument("--preset", choices=list(study.presets), default="standard",
-                        help="; ".join(f"{p.name}: {p.help}" for p in study.presets.values()))
+                        help="; ".join(f"{p.name}: {p.help}" for p in study.presets.values()).replace("%", "%%"))
         sp.add_argument("--repeat", type=_checked(validate.repeat),
                         help=f"rounds, 1 to {validate.MAX_ROUNDS} (default: the preset's)")
         sp.add_argument("--seed", type=_checked(validate.seed), help="seed of the shuffled order of each round")
@@ -129,7 +129,7 @@ def _run_parser(sub) -> None:
                         help="where postgres_fdw on another server reaches the user's server in ROLE, when not "
                              "at the DSN's address (repeatable)")
         for dim in study.dimensions.values():
-            sp.add_argument(f"--{dim.name.replace('_', '-')}", dest=dim.name, metavar="A,B", help=f"{dim.help}" +
+            sp.add_argument(f"--{dim.name.replace('_', '-')}", dest=dim.name, metavar="A,B", help=dim.help.replace("%", "%%") +
                             (f" (from {','.join(dim.values)})" if dim.values else "") +
                             f" [default {','.join(study.default_dims[dim.name])}]")
         for family in study.knob_families.values():

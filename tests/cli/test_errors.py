@@ -51,6 +51,14 @@ def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, workspace_r
     assert_user_error(pgpathbench(*argv, workspace=ws), message, untouched=ws)
 
 
+@pytest.mark.parametrize("study", ["fdw-overhead", "file-fdw-tpch", "interfaces", "interfaces-fidelity",
+                                   "remote-sampling"])
+def test_every_study_has_its_help(study):
+    """argparse reads % in a help text as a format: a preset's "95%" must come through escaped."""
+    res = pgpathbench("run", study, "--help")
+    assert res.returncode == 0 and "--preset" in res.stdout and not res.stderr, res.stderr[-500:]
+
+
 def test_help_lists_every_study_option():
     res = pgpathbench("run", "fdw-overhead", "--help")
     assert res.returncode == 0
