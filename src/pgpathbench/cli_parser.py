@@ -35,6 +35,12 @@ class Parser(argparse.ArgumentParser):
         kw["allow_abbrev"] = False
         super().__init__(*args, **kw)
 
+    def add_argument(self, *args, **kw):
+        # Our help texts are prose, never argparse's %(default)s formats: a "95%" stays itself.
+        if isinstance(kw.get("help"), str):
+            kw["help"] = kw["help"].replace("%", "%%")
+        return super().add_argument(*args, **kw)
+
     def parse_args(self, args: Sequence[str] | None = None, namespace=None):
         _ARGV[:] = list(args) if args is not None else sys.argv[1:]
         parsed, extra = self.parse_known_args(args, namespace)
@@ -115,7 +121,7 @@ def _run_parser(sub) -> None:
         sp = studies.add_parser(study.name, help=study.title, description=f"{study.title} (seeds {', '.join(study.seeds)})")
         _common(sp)
         sp.add_argument("--preset", choices=list(study.presets), default="standard",
-                        help="; ".join(f"{p.name}: {p.help}" for p in study.presets.values()).replace("%", "%%"))
+                        help="; ".join(f"{p.name}: {p.help}" for p in study.presets.values()))
         sp.add_argument("--repeat", type=_checked(validate.repeat),
                         help=f"rounds, 1 to {validate.MAX_ROUNDS} (default: the preset's)")
         sp.add_argument("--seed", type=_checked(validate.seed), help="seed of the shuffled order of each round")
@@ -129,14 +135,14 @@ def _run_parser(sub) -> None:
                         help="where postgres_fdw on another server reaches the user's server in ROLE, when not "
                              "at the DSN's address (repeatable)")
         for dim in study.dimensions.values():
-            sp.add_argument(f"--{dim.name.replace('_', '-')}", dest=dim.name, metavar="A,B", help=dim.help.replace("%", "%%") +
+            sp.add_argument(f"--{dim.name.replace('_', '-')}", dest=dim.name, metavar="A,B", help=dim.help +
                             (f" (from {','.join(dim.values)})" if dim.values else "") +
                             f" [default {','.join(study.default_dims[dim.name])}]")
         for family in study.knob_families.values():
             sp.add_argument(family.option, dest=f"knobs_{family.prefix}", action="append", metavar="NAME=A,B",
                             help=f"{family.help} (repeatable; {family.names_help})")
         for param in study.parameters.values():
-            sp.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}", help=param.help.replace("%", "%%"),
+            sp.add_argument(f"--{param.name.replace('_', '-')}", dest=f"param_{param.name}", help=param.help,
                             action="append" if param.repeatable else "store")
 
 
@@ -185,8 +191,8 @@ def build_parser() -> Parser:
                      help="compare even when the runs' environments differ (the differences are printed)")
     cmp.add_argument("--fail-if-slower", metavar="PCT", type=_checked(validate.percent),
                      help="a CI gate: exit 1 when in any compared case the primary metric got worse from A to B "
-                          "by more than PCT percent (more than 0, at most 1000) at 95%% confidence, i.e. the "
-                          "95%% CI of B/A lies wholly below 1 - PCT/100 (higher is better) or above 1 + PCT/100 "
+                          "by more than PCT percent (more than 0, at most 1000) at 95% confidence, i.e. the "
+                          "95% CI of B/A lies wholly below 1 - PCT/100 (higher is better) or above 1 + PCT/100 "
                           "(lower is better); one line per such case on stderr, the report as usual on stdout")
 
     d = sub.add_parser("doctor", help="say what is installed and what is missing")
