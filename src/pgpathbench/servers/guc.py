@@ -246,12 +246,6 @@ def reload_settings(env, settings: Mapping[str, str]) -> None:
     _apply(env, settings)
 
 
-def started_with(env, settings: Mapping[str, str]) -> None:
-    """Settings the major's managed servers were started with: in force, so that reload_settings()
-    reloads only when a value changes."""
-    env.state.setdefault("in_force", {}).update(settings)
-
-
 def _apply(env, settings: Mapping[str, str]) -> None:
     in_force = env.state.setdefault("in_force", {})
     changed = {n: v for n, v in settings.items() if in_force.get(n) != v}

@@ -15,7 +15,6 @@ that cannot count leaves a reason in evidence.missing and no figure, never a fai
 from __future__ import annotations
 
 import dataclasses
-import math
 
 from ...evidence import Watched
 from ...evidence.snapshots import MARK, STATEMENTS_LIMIT, read_evictions, read_statements, server_version_num, \
@@ -28,6 +27,7 @@ from ...tools import pgbench
 TRACK = "pg_stat_statements.track"
 PASS_S = 0.25             # the longer pass, in seconds at the measurement's TPS
 MAX_PER_CLIENT = 5000     # its transactions per client at most
+PASS_BOUND_S = 1          # a pass's pgbench times out after this plus its grace (pgbench.GRACE_S)
 
 METRICS = (
     Metric("remote_statements_per_txn", "1/tx", "lower", "statements the source ran per pgbench transaction, "
@@ -45,15 +45,17 @@ def count(env, run: pgbench.TimedRun, tps: float, source: Watched, managed: bool
     """Both passes of `run`, counted on the source (its one database): (the record, None) or
     (None, why not). Tracking is on (managed servers) only while they run."""
     per_client = max(2, min(MAX_PER_CLIENT, round(tps * PASS_S / run.clients)))
-    bound_s = max(1, math.ceil(4 * PASS_S))   # the pass's timeout is this plus pgbench's grace
     guc.reload_settings(env, {TRACK: "top"})
     try:
         (dbname,) = source.databases
         with source.connect() as conn:
+            version = server_version_num(conn)
+            if conn.execute(f"SELECT current_setting('{TRACK}', true)").fetchone()[0] == "none":
+                raise RuntimeError(f"{TRACK} is none on the source (its DBA's setting): nothing to count")
             if managed:   # the earlier passes' entries out of the way: none of these may be evicted
                 conn.execute(MARK + "SELECT pg_stat_statements_reset()")
-            passes = [_one(env, conn, dataclasses.replace(run, transactions=n, duration_s=bound_s), dbname)
-                      for n in (1, per_client)]
+            passes = [_one(env, conn, version, dataclasses.replace(run, transactions=n, duration_s=PASS_BOUND_S),
+                           dbname) for n in (1, per_client)]
     except Exception as e:   # the measurement stands without its count
         return None, reason(e)
     finally:
@@ -61,10 +63,8 @@ def count(env, run: pgbench.TimedRun, tps: float, source: Watched, managed: bool
     return per_transaction(passes)
 
 
-def _one(env, conn, run: pgbench.TimedRun, dbname: str) -> dict:
-    version = server_version_num(conn)
-    if conn.execute(f"SELECT current_setting('{TRACK}', true)").fetchone()[0] == "none":
-        raise RuntimeError(f"{TRACK} is none on the source (its DBA's setting): nothing to count")
+def _one(env, conn, version: int, run: pgbench.TimedRun, dbname: str) -> dict:
+    """One pass: the source's statements in `dbname` before and after pgbench, their totals."""
     before, evicted = read_statements(conn, version, [dbname], with_text=False), read_evictions(conn, version, ())
     figures = pgbench.run(env.bins.path("pgbench"), run, log=False)
     after = read_statements(conn, version, [dbname])

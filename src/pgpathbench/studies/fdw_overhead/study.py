@@ -143,7 +143,6 @@ class FdwOverhead(Declared):
                                     bandwidth_kbit=p.get("bandwidth"))
         needs_external = any(t in REMOTE_TARGETS for t in env.options.dims["target"])
         external = env.servers.server("external", STATEMENTS) if needs_external else None
-        guc.started_with(env, {TRACK: STATEMENTS[TRACK]})
         if external is not None and not external.managed:
             fdw.warn_logged_password(env.log, external)
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
