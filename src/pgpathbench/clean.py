@@ -5,10 +5,14 @@ PGPASSWORD or ~/.pgpass)."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import psycopg
 
-from .servers.cluster import postmaster_pid, socket_dir, stop_pid
+from . import scratch
+from .procs import OsUser
+from .servers.binaries import at_hand
+from .servers.cluster import postmaster_pid, release_ipc, socket_dir, stop_pid
 from .servers.ledger import Ledger
 from .servers.user import parse_server
 from .servers.netns import remove_netns_links
@@ -33,12 +37,15 @@ def clean(ws: Workspace, remove_results: bool = False) -> list[str]:
         if pid:
             stop_pid(pid)
             said.append(f"stopped server {data.parent} (pid {pid})")
+        if (data / "postmaster.pid").exists():   # stopped, so its postmaster died without shutting down
+            said.append(_release_ipc(data, ws))
         if data.is_relative_to(ws.servers_dir):   # a study server's, in /tmp when the path is long
             shutil.rmtree(socket_dir(data.parent), ignore_errors=True)
     for pid_file in sorted(ws.servers_dir.glob(f"*/{PROXY_PID_FILE}")):
         said += filter(None, [stop_recorded_proxy(pid_file)])
     said += remove_netns_links(ws.root / NETNS_STATE)
     said += clean_user_servers(Ledger(ws.root))
+    said += [f"removed {path}" for path in scratch.sweep()]
     if ws.servers_dir.exists():
         for run_dir in sorted(ws.servers_dir.iterdir()):
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -48,6 +55,19 @@ def clean(ws: Workspace, remove_results: bool = False) -> list[str]:
         shutil.rmtree(ws.results_dir, ignore_errors=True)
         said.append(f"removed the results cluster {ws.results_dir}")
     return said or ["nothing to clean"]
+
+
+def _release_ipc(data: Path, ws: Workspace) -> str:
+    """What it says of freeing the shared memory a crashed server left (cluster.release_ipc)."""
+    try:
+        bins = at_hand(int((data / "PG_VERSION").read_text()), ws)
+        user = OsUser.owner_of(data)
+    except (OSError, ValueError, KeyError):
+        bins = None
+    if bins is None:
+        return f"left the shared memory of the crashed server {data.parent}: no PostgreSQL binaries for it here"
+    release_ipc(data, bins, user)
+    return f"freed the shared memory of the crashed server {data.parent}"
 
 
 def clean_user_servers(ledger: Ledger) -> list[str]:

@@ -78,6 +78,12 @@ class OsUser:
             raise UserError("--server-user: must be an unprivileged user, not root")
         return cls(entry.pw_name, entry.pw_uid, entry.pw_gid)
 
+    @classmethod
+    def owner_of(cls, path: Path) -> "OsUser":
+        """The user a file belongs to (a server's data directory: the user that ran it)."""
+        entry = pwd.getpwuid(path.stat().st_uid)
+        return cls(entry.pw_name, entry.pw_uid, entry.pw_gid)
+
     def chown(self, path: Path) -> None:
         if not self.is_me:
             os.chown(path, self.uid, self.gid)

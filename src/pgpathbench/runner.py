@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from . import plan
+from . import plan, scratch
 from .environment import host_fingerprint
 from .evidence import collected
 from .errors import CaseError, Interrupted, RunFailed, UserError
@@ -205,6 +205,8 @@ class Runner:
         fingerprint = Fingerprint(machine=host_fingerprint())
         seconds, each = _case_seconds(study, options, todo, self.store, fingerprint.machine["host"])
         self.progress.log(_plan(options, cases, todo, seconds, each))
+        for path in scratch.sweep():
+            self.progress.log(f"removed {path}, left by a process of ours that was killed")
         session = self.store.start_session(run_id, fingerprint.to_json())
         clock = _Clock()
         try:

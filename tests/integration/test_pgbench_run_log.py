@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pgpathbench import scratch
 from pgpathbench.errors import CaseError
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
@@ -55,7 +56,7 @@ def test_select_only_run_with_two_threads(server, log_dirs, monkeypatch):
                             select_only=True, threads=2)
     out = pgbench.run(server.bins.path("pgbench"), spec)
 
-    assert len(log_dirs) == 1 and log_dirs[0].parent == Path(pgbench_log.log_base())
+    assert len(log_dirs) == 1 and log_dirs[0].parent == Path(scratch.tmpfs_or_tmp())
     assert not log_dirs[0].exists()
     assert len(files) == 2 and files[1] == files[0] + ".1"          # tx.PID and tx.PID.1
     assert out["threads"] == 2 and out["clients"] == 2 and out["failures"] == 0

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -74,6 +75,20 @@ def assert_nothing_left(ws: Path, run_id: str) -> None:
         assert f"pgpb-{tag}" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
 
 
+def shared_memory_of(postmaster: int) -> list[str]:
+    """What a running postmaster holds that outlives a SIGKILL of it: its System V segment (by
+    creator pid) and the dynamic shared memory segments it maps (/dev/shm/PostgreSQL.*)."""
+    sysv = [f"shmid {line.split()[1]}" for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+            if line.split()[4] == str(postmaster)]
+    maps = Path(f"/proc/{postmaster}/maps").read_text().splitlines()
+    return sysv + sorted({line.split()[-1] for line in maps if "/dev/shm/PostgreSQL." in line})
+
+
+def still_there(held: list[str]) -> list[str]:
+    shmids = {f"shmid {line.split()[1]}" for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]}
+    return [h for h in held if h in shmids or Path(h).exists()]
+
+
 def complete(ws: Path, run_id: str, pairs: int) -> dict:
     rep = report_json(ws, run_id)
     keys = [(m["case_id"], m["round"]) for m in rep["measurements"]]
@@ -130,6 +145,8 @@ def test_sigkill_of_a_linked_run_then_resume_without_clean(ws, kill_point):
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
     complete(ws, killed["run_id"], 6)
     assert_nothing_left(ws, killed["run_id"])
+    left = [p for d in {tempfile.gettempdir(), "/dev/shm"} for p in Path(d).glob(f"pgpathbench-*-{proc.pid}-*")]
+    assert left == [], "the resume removes the scratch files of the killed run"
 
 
 def test_a_server_killed_mid_measurement_stops_the_run_and_resume_fills_the_hole(ws):
@@ -141,8 +158,11 @@ def test_a_server_killed_mid_measurement_stops_the_run_and_resume_fills_the_hole
     pid = int((ws / "servers" / run_id / "pg15_source" / "data" / "postmaster.pid").read_text().split()[0])
     read_until(proc, measured(3))   # round 2's first: its second follows at once, no probe between
     time.sleep(0.5)   # into that measurement (2 s of pgbench)
+    held = shared_memory_of(pid)
     os.kill(pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=300)
+    assert any(h.startswith("shmid") for h in held) and any(h.startswith("/dev/shm/") for h in held), held
+    assert still_there(held) == [], "the run frees what the killed server left, before removing its data"
     assert proc.returncode == 1, err[-3000:]
     said = [line for line in err.splitlines() if line.startswith("pgpathbench:")]
     assert len(said) == 1 and "server pg15_source (killed by SIGKILL) died" in said[0], err[-3000:]

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pgpathbench import scratch
 from pgpathbench.tools import pgbench
-from pgpathbench.tools.pgbench_log import (TransactionLog, latency_figures, log_base, log_files, nearest_rank,
+from pgpathbench.tools.pgbench_log import (TransactionLog, latency_figures, log_files, nearest_rank,
                                            parse_transaction_log, progress_series, read_transaction_log,
                                            sampling_rate)
 
@@ -126,6 +127,6 @@ def test_log_dir_is_private_on_tmpfs_and_removed_when_the_run_is_interrupted(mon
     spec = pgbench.TimedRun("db", "/sock", 5432, "u", clients=1, duration_s=1)
     with pytest.raises(KeyboardInterrupt):
         pgbench.run("pgbench", spec)
-    assert len(seen) == 1 and str(seen[0].parent) == log_base() and not seen[0].exists()
+    assert len(seen) == 1 and str(seen[0].parent) == scratch.tmpfs_or_tmp() and not seen[0].exists()
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK):
-        assert log_base() == "/dev/shm"
+        assert scratch.tmpfs_or_tmp() == "/dev/shm"

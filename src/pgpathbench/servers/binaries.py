@@ -236,6 +236,14 @@ def cached(binaries_root: Path, bundle: Bundle) -> Path | None:
     return path if all((path / "bin" / t).is_file() for t in SERVER_TOOLS) else None
 
 
+def at_hand(major: int, workspace=None) -> PgBinaries | None:
+    """The binaries of a major that need no fetch: Debian's, or a bundle fetched before; else None."""
+    if major in DEBIAN_MAJORS:
+        return resolve(major)
+    path = cached(_binaries_root(workspace), BUNDLES[major]) if major in BUNDLES else None
+    return _bundle_pgbinaries(BUNDLES[major], path) if path else None
+
+
 def _bundle_binaries(bundle: Bundle, binaries_root: Path, log: Callable[[str], None] | None) -> PgBinaries:
     path = cached(binaries_root, bundle)
     if path is None:

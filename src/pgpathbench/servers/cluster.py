@@ -237,6 +237,7 @@ class Cluster:
     def remove(self) -> None:
         self.stop(immediate=True)
         self.stop_orphan()
+        release_ipc(self.data, self.bins, self.user)
         shutil.rmtree(self.root, ignore_errors=True)
         shutil.rmtree(self.sockdir, ignore_errors=True)
 
@@ -344,6 +345,25 @@ def postmaster_pid(datadir: Path) -> int | None:
     except (FileNotFoundError, ValueError, PermissionError):
         return None
     return pid if pid_alive(pid) else None
+
+
+def release_ipc(data: Path, bins: PgBinaries, user: OsUser) -> bool:
+    """Free the shared memory of a postmaster that died without shutting down (SIGKILL, the OOM
+    killer), before its data directory is removed; whether there was any.
+
+    Its System V segment and its dynamic shared memory (/dev/shm/PostgreSQL.*) stay until PostgreSQL
+    starts in the same directory again and removes them (PGSharedMemoryCreate, sysv_shmem.c): a
+    start in single-user mode, which ends at once on an empty input, does just that.
+    """
+    if not (data / "postmaster.pid").exists() or postmaster_pid(data) is not None:
+        return False
+    try:
+        user.run([str(bins.path("postgres")), "--single", "-D", str(data), "-F", "postgres"],
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                 timeout=START_TIMEOUT_S)
+    except subprocess.TimeoutExpired:   # a long crash recovery: the memory stays, the data goes
+        pass
+    return True
 
 
 def stop_pid(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:

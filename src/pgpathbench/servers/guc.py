@@ -42,6 +42,7 @@ from typing import Callable, Mapping
 import psycopg
 from psycopg import sql
 
+from .. import scratch
 from ..errors import UserError
 from ..procs import OsUser
 from ..matrix import NOT_APPLICABLE, Case, KnobFamily
@@ -152,7 +153,7 @@ def _check_values(postgres: str, major: str, settings: Mapping[str, tuple[str, .
         user = OsUser.for_servers()
     except UserError:
         return
-    with tempfile.TemporaryDirectory(prefix="pgpathbench-set-") as d:
+    with tempfile.TemporaryDirectory(prefix=scratch.prefix("set")) as d:
         user.chown(Path(d))
         (Path(d) / "postgresql.conf").touch()
         for name, values in settings.items():

@@ -14,7 +14,7 @@ With -j N pgbench writes one file per thread: PREFIX.PID, then PREFIX.PID.1 .. P
 
 The pure functions here read those lines (`parse_transaction_log`), rank the latencies of the
 successful transactions (`latency_figures`, METRICS). The log is written to tmpfs when the machine
-has one (`log_base`): its writes then stay in memory. They still cost pgbench's thread an fprintf
+has one (`scratch.tmpfs_or_tmp`): its writes then stay in memory. They still cost pgbench's thread an fprintf
 per logged transaction: about 2 µs (-S -c1 against a local PostgreSQL 15 here: 12.3 against 10.4 µs
 of pgbench's CPU per transaction), 3.5% of a 55 µs transaction. Above LOG_LINES_PER_THREAD_S
 transactions a second per thread only a random sample is logged (--sampling-rate, `sampling_rate`),
@@ -24,18 +24,15 @@ own counters instead (-P 1, `progress_series`), exact whatever is logged.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from .. import scratch
 from ..metrics import Metric
 
-TMPFS = "/dev/shm"
 LOG_LINES_PER_THREAD_S = 1250   # x about 2 µs each: under 0.25% of a thread's second
-DIR_PREFIX = "pgpathbench-pgbench-log-"   # the private directory of one run's log files
 FILE_PREFIX = "tx"                          # --log-prefix inside it
 NOT_SUCCESSFUL = {"failed": "failed", "serialization": "failed", "deadlock": "failed", "other": "failed",
                   "skipped": "skipped"}
@@ -68,16 +65,10 @@ class TransactionLog:
         return len(self.latency_us)
 
 
-def log_base() -> str:
-    """Where a run's log directory goes: tmpfs (/dev/shm) when it is there and writable."""
-    if os.path.isdir(TMPFS) and os.access(TMPFS, os.W_OK | os.X_OK):
-        return TMPFS
-    return tempfile.gettempdir()
-
-
 def make_log_dir() -> Path:
-    """A fresh private (0700) directory for one run's log files; the caller removes it."""
-    return Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=log_base()))
+    """A fresh private (0700) directory for one run's log files, on tmpfs where there is one; the
+    caller removes it (scratch.sweep does, should the caller be killed)."""
+    return scratch.make_dir("pgbench-log", scratch.tmpfs_or_tmp())
 
 
 def log_files(directory: Path) -> list[Path]:

@@ -41,11 +41,11 @@ import shutil
 import subprocess
 import tempfile
 import time
-from pathlib import Path
 from typing import Mapping
 
 from psycopg import sql
 
+from ... import scratch
 from ...evidence import Watched
 from ...errors import UserError
 from ...procs import password_env
@@ -328,7 +328,7 @@ def _script_files(given: list[dict]) -> tuple[tuple[str, int], ...]:
     what runs is what the run stored, even when the files changed since."""
     if not given:
         return ()
-    directory = Path(tempfile.mkdtemp(prefix="pgpathbench-scripts-"))
+    directory = scratch.make_dir("scripts")
     atexit.register(shutil.rmtree, directory, True)
     out = []
     for s in given:
@@ -340,7 +340,7 @@ def _script_files(given: list[dict]) -> tuple[tuple[str, int], ...]:
 
 def _run_init(env: StudyEnv, source: Server, init: dict) -> None:
     """--init's SQL on the source's database through psql (stopping at the first error)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="pgpathbench-init-") as f:
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix=scratch.prefix("init")) as f:
         f.write(init["text"])
         f.flush()
         dbname, host, port, user = source.client_args("source")
