@@ -66,8 +66,10 @@ def _release_ipc(data: Path, ws: Workspace) -> str:
         bins = None
     if bins is None:
         return f"left the shared memory of the crashed server {data.parent}: no PostgreSQL binaries for it here"
-    release_ipc(data, bins, user)
-    return f"freed the shared memory of the crashed server {data.parent}"
+    why = release_ipc(data, bins, user)
+    if why is None:
+        return f"freed the shared memory of the crashed server {data.parent}"
+    return f"could not free the shared memory of the crashed server {data.parent} ({why}); ipcs -m lists it"
 
 
 def clean_user_servers(ledger: Ledger) -> list[str]:

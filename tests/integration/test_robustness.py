@@ -182,6 +182,26 @@ def test_a_server_killed_mid_measurement_stops_the_run_and_resume_fills_the_hole
     assert_nothing_left(ws, run_id)
 
 
+def test_clean_frees_what_a_server_killed_with_its_run_left(ws):
+    """Server and tool both SIGKILLed (the tool first held still, so it cannot tear down): the
+    server's shared memory outlives them, and `clean` frees it before removing its data."""
+    proc = spawn_pgpathbench(*SMALL, workspace=ws)
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{4})", "".join(read_until(proc, measured(1)))).group(1)
+    data = ws / "servers" / run_id / "pg15_source" / "data"
+    pid = int((data / "postmaster.pid").read_text().split()[0])
+    held = shared_memory_of(pid)
+    proc.send_signal(signal.SIGSTOP)
+    os.kill(pid, signal.SIGKILL)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    wait_gone(ws)
+    assert (data / "postmaster.pid").exists() and still_there(held) == held, "what clean has to free"
+    res = pgpathbench("clean", workspace=ws)
+    assert res.returncode == 0, res.stderr
+    assert f"freed the shared memory of the crashed server {data.parent}" in " ".join(res.stdout.split()), res.stdout
+    assert still_there(held) == [] and not data.exists()
+
+
 def test_failed_measurements_are_counted_exit_1_and_measured_again_on_resume(ws):
     # 150 pgbench clients on a server of 100 connections: every measurement fails, quickly.
     args = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local",

@@ -347,23 +347,53 @@ def postmaster_pid(datadir: Path) -> int | None:
     return pid if pid_alive(pid) else None
 
 
-def release_ipc(data: Path, bins: PgBinaries, user: OsUser) -> bool:
+def release_ipc(data: Path, bins: PgBinaries, user: OsUser) -> str | None:
     """Free the shared memory of a postmaster that died without shutting down (SIGKILL, the OOM
-    killer), before its data directory is removed; whether there was any.
+    killer), before its data directory is removed; why it could not, or None.
 
     Its System V segment and its dynamic shared memory (/dev/shm/PostgreSQL.*) stay until PostgreSQL
     starts in the same directory again and removes them (PGSharedMemoryCreate, sysv_shmem.c): a
-    start in single-user mode, which ends at once on an empty input, does just that.
+    start in single-user mode, which ends at once on an empty input, does just that, once the
+    postmaster's children (each in the data directory) have noticed its death and exited, and the
+    postmaster itself is reaped (PostgreSQL takes the pid of a zombie for a live owner of the lock).
     """
     if not (data / "postmaster.pid").exists() or postmaster_pid(data) is not None:
-        return False
+        return None
+    recorded = int((data / "postmaster.pid").read_text().split("\n", 1)[0] or 0)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while (processes_in(data) or _exists(recorded)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     try:
-        user.run([str(bins.path("postgres")), "--single", "-D", str(data), "-F", "postgres"],
-                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                 timeout=START_TIMEOUT_S)
+        done = user.run([str(bins.path("postgres")), "--single", "-D", str(data), "-F", "postgres"],
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                        text=True, timeout=START_TIMEOUT_S)
     except subprocess.TimeoutExpired:   # a long crash recovery: the memory stays, the data goes
+        return f"its recovery took more than {START_TIMEOUT_S} s"
+    said = [line for line in done.stderr.splitlines() if "FATAL" in line or "ERROR" in line]
+    return None if done.returncode == 0 else (said[-1] if said else f"exit code {done.returncode}")
+
+
+def _exists(pid: int) -> bool:
+    """Whether a process is there at all, a zombie included."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
         pass
-    return True
+    return pid > 0
+
+
+def processes_in(directory: Path) -> list[int]:
+    """The processes whose working directory is `directory` (a server's: all of its processes)."""
+    target, found = str(directory.resolve()), []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "cwd") == target:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def stop_pid(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
