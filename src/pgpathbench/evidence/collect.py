@@ -23,9 +23,10 @@ SETTLE_TIMEOUT_S = 2.0     # how long the case's backends get to exit (and repor
 SETTLE_POLL_S = 0.005
 EXIT_TIMEOUT_S = 0.5       # how long our before-snapshot backend gets to exit
 STATEMENT_TIMEOUT = "5s"   # a hung server must not hang the measurement
-# Wait-event samples: 10 a second; at 20 the sampler's queries cost a local select-only pgbench about
-# 3% of its TPS on 2 cores (bench/evidence_overhead.py).
-SAMPLE_INTERVAL_S = 0.1
+# Wait-event samples: 5 a second on each server. At 20 the sampler's queries cost a local select-only
+# pgbench about 3% of its TPS on 2 cores; at 10 it was within the noise of 100 paired rounds
+# (bench/evidence_overhead.py); 5 halves what is left, and still gives 50 samples in 10 s.
+SAMPLE_INTERVAL_S = 0.2
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,8 @@ class Sampler:
             self.error = self.error or f"sampler did not stop within {2 * STOP_TIMEOUT_S:.0f} s"
 
     def result(self) -> dict:
-        """{"samples": N, "shares": {TYPE: fraction}}: N counts the reads of pg_stat_activity."""
+        """{"samples": N, "interval_ms": I, "shares": {TYPE: fraction}}: N counts the reads of
+        pg_stat_activity, one every I ms."""
         seen = sum(self.counts.values())
         shares = {k: v / seen for k, v in self.counts.most_common()} if seen else {}
-        return {"samples": self.samples, "shares": shares}
+        return {"samples": self.samples, "interval_ms": round(self._interval * 1000), "shares": shares}

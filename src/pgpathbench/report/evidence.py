@@ -72,6 +72,13 @@ def wait_shares(case: CaseResult, role: str) -> dict[str, float]:
     return {k: v / total for k, v in sorted(counts.items(), key=lambda kv: -kv[1])} if total else {}
 
 
+def sampled_every(cases: Iterable[CaseResult]) -> str:
+    """How often the wait events were sampled, from the records ('100 ms' before interval_ms was kept)."""
+    found = sorted({(w.get("interval_ms") or 100) for c in cases for m in c.ok for w in
+                    (s.get("waits") for s in servers(m).values()) if w})
+    return " or ".join(f"{ms:g} ms" for ms in found) or "—"
+
+
 def database_delta(m: Measurement, role: str, counter: str) -> float | None:
     return servers(m).get(role, {}).get("database", {}).get(counter)
 
@@ -106,7 +113,7 @@ def time_table(result: StudyResult) -> Table | None:
                                           "server backends' wait events (sampled)"], rows,
                  [explains(cases, names), "Medians over rounds. CPU from the kernel: the client's (wait4) and each server's process group "
                   "(/proc), over the measurement's wall time. Wait events: the case's client backends in pg_stat_activity, sampled "
-                  "every 100 ms; CPU = active without a wait event, Client = waiting for its client."],
+                  f"every {sampled_every(cases)}; CPU = active without a wait event, Client = waiting for its client."],
                  detail=(len(names) + 3,))
 
 
@@ -216,9 +223,10 @@ def waits_plot(result: StudyResult) -> Plot | None:
         for kind, share in wait_shares(c, r).items():
             series.setdefault(kind, []).append(Point(f"{c.case_id} · {r}", share))
     return Plot("Where the time goes: server backends' wait events", "Case · server", "Share of samples",
-                "stacked", series, notes=["pg_stat_activity of the case's client backends, sampled every 100 ms over "
-                                          "every round: CPU = active without a wait event, Client = waiting for its "
-                                          "client (a round trip, or the client's own work)."])
+                "stacked", series, notes=[f"pg_stat_activity of the case's client backends, sampled every "
+                                          f"{sampled_every(c for c, _ in categories)} over every round: CPU = active "
+                                          "without a wait event, Client = waiting for its client (a round trip, or "
+                                          "the client's own work)."])
 
 
 def plots(result: StudyResult) -> list[Plot]:
