@@ -339,12 +339,19 @@ def _quote(value: str) -> str:
     return value if value.replace(".", "").isdigit() else "'" + value.replace("'", "''") + "'"
 
 
-def postmaster_pid(datadir: Path) -> int | None:
+def recorded_pid(datadir: Path) -> int | None:
+    """The pid postmaster.pid names (its postmaster may be gone), or None without one."""
     try:
         pid = int((datadir / "postmaster.pid").read_text().split("\n", 1)[0])
     except (FileNotFoundError, ValueError, PermissionError):
         return None
-    return pid if pid_alive(pid) else None
+    return pid if pid > 0 else None
+
+
+def postmaster_pid(datadir: Path) -> int | None:
+    """The pid of the postmaster that runs in datadir, or None."""
+    pid = recorded_pid(datadir)
+    return pid if pid is not None and pid_alive(pid) else None
 
 
 def release_ipc(data: Path, bins: PgBinaries, user: OsUser) -> str | None:
@@ -357,9 +364,9 @@ def release_ipc(data: Path, bins: PgBinaries, user: OsUser) -> str | None:
     postmaster's children (each in the data directory) have noticed its death and exited, and the
     postmaster itself is reaped (PostgreSQL takes the pid of a zombie for a live owner of the lock).
     """
-    if not (data / "postmaster.pid").exists() or postmaster_pid(data) is not None:
+    recorded = recorded_pid(data)
+    if recorded is None or pid_alive(recorded):
         return None
-    recorded = int((data / "postmaster.pid").read_text().split("\n", 1)[0] or 0)
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while (processes_in(data) or _exists(recorded)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -381,7 +388,7 @@ def _exists(pid: int) -> bool:
         return False
     except PermissionError:
         pass
-    return pid > 0
+    return True
 
 
 def processes_in(directory: Path) -> list[int]:
