@@ -71,8 +71,8 @@ def run_case(c: Cluster) -> None:
         for i in range(INSERTS):
             with conn.transaction():
                 conn.execute("INSERT INTO t (id, v) VALUES (%s, %s)", (1000 + i, "new"))
-            # the session lasts two sampling intervals (0.2 s each), and is seen between statements too
-            time.sleep(0.04)
+            # the session lasts two sampling intervals (0.5 s each), and is seen between statements too
+            time.sleep(0.1)
 
 
 def others_connected(c: Cluster, timeout_s: float = 2.0) -> tuple[int, float]:

@@ -23,10 +23,11 @@ SETTLE_TIMEOUT_S = 2.0     # how long the case's backends get to exit (and repor
 SETTLE_POLL_S = 0.005
 EXIT_TIMEOUT_S = 0.5       # how long our before-snapshot backend gets to exit
 STATEMENT_TIMEOUT = "5s"   # a hung server must not hang the measurement
-# Wait-event samples: 5 a second on each server. At 20 the sampler's queries cost a local select-only
-# pgbench about 3% of its TPS on 2 cores; at 10 it was within the noise of 100 paired rounds
-# (bench/evidence_overhead.py); 5 halves what is left, and still gives 50 samples in 10 s.
-SAMPLE_INTERVAL_S = 0.2
+# Wait-event samples: 2 a second on each server. A sample costs a path through postgres_fdw about
+# 0.5 ms of its time (at 50 a second on each server its TPS fell 5.4%, bench/evidence_overhead.py):
+# the path's three processes wait on one another, and the sampler's thread and backend delay them.
+# 2 a second keeps that near 0.2%, and still gives 20 samples a server in 10 s.
+SAMPLE_INTERVAL_S = 0.5
 
 
 @dataclass(frozen=True)
