@@ -107,17 +107,23 @@ class TpchFiles:
         scale, tables = scale_text(self.scale), ",".join(PARTITIONED)
         runs = [["-s", scale, "-T", tables, "--parts", str(parts), "--part", str(k)] for k in range(1, parts + 1)]
         info = self._generate(tool, self.parts_dir(parts), runs,
-                              f"tpchgen-cli tbl -s {scale} -T {tables} --parts {parts} --part K")
+                              f"tpchgen-cli tbl -s {scale} -T {tables} --parts {parts} --part K",
+                              finish=lambda d: align_orders(d, parts), valid=lambda i: "orders_moved" in i)
         if not info["cached"]:
             log(f"lineitem and orders in {parts} parts generated: {info['bytes'] / MB:,.0f} MB in "
                 f"{info['seconds']:.1f} s")
         return info
 
-    def _generate(self, tool: str, final: Path, runs: list[list[str]], command: str) -> dict:
-        """The cached directory's record, or tpchgen-cli run once per argument list into a
-        temporary directory that becomes `final` only when complete."""
+    def _generate(self, tool: str, final: Path, runs: list[list[str]], command: str,
+                  finish: Callable[[Path], dict] = lambda d: {}, valid: Callable[[dict], bool] = lambda i: True) -> dict:
+        """The cached directory's record (when `valid`: else it is made again), or tpchgen-cli run
+        once per argument list into a temporary directory, `finish`ed, that becomes `final` only
+        when complete."""
         if (final / "complete.json").exists():
-            return {**json.loads((final / "complete.json").read_text()), "cached": True}
+            cached = json.loads((final / "complete.json").read_text())
+            if valid(cached):
+                return {**cached, "cached": True}
+            shutil.rmtree(final, ignore_errors=True)   # made before what `finish` does
         _remove_abandoned(final)
         tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -127,7 +133,7 @@ class TpchFiles:
         total = sum(f.stat().st_size for f in tmp.rglob("*.tbl"))
         info = {"seconds": round(seconds, 3), "bytes": total, "mb_per_s": round(total / MB / max(seconds, 1e-9), 1),
                 "cpu_seconds": round(sum(m.user_s + m.sys_s for m in spawned), 3),
-                "peak_rss_kib": max(m.peak_rss_kib for m in spawned), "command": command}
+                "peak_rss_kib": max(m.peak_rss_kib for m in spawned), "command": command, **finish(tmp)}
         (tmp / "complete.json").write_text(json.dumps(info))
         _readable(tmp)
         _publish(tmp, final)
@@ -135,10 +141,10 @@ class TpchFiles:
 
     def partition_bounds(self, parts: int) -> list[tuple[int | None, int | None]]:
         """The order-key range of each part, [low, high): part K starts at the first order key of
-        its orders file; None is MINVALUE/MAXVALUE. Every part's lineitem and orders keys are
-        checked to fall inside (the files are sorted by order key), since PostgreSQL trusts a
-        foreign partition's bounds without checking them."""
-        firsts = [_first_key(self.part_file("orders", parts, k)) for k in range(1, parts + 1)]
+        its lineitem file (orders are cut there too, align_orders); None is MINVALUE/MAXVALUE.
+        Every part's lineitem and orders keys are checked to fall inside (the files are sorted by
+        order key), since PostgreSQL trusts a foreign partition's bounds without checking them."""
+        firsts = [_first_key(self.part_file("lineitem", parts, k)) for k in range(1, parts + 1)]
         bounds = [(None if k == 0 else firsts[k], None if k == parts - 1 else firsts[k + 1]) for k in range(parts)]
         for k, (low, high) in enumerate(bounds, 1):
             for t in PARTITIONED:
@@ -149,6 +155,39 @@ class TpchFiles:
                 if (low is not None and first < low) or (high is not None and last >= high):
                     raise RuntimeError(f"{f}: order keys {first}..{last} outside part bounds [{low}, {high})")
         return bounds
+
+
+def align_orders(directory: Path, parts: int) -> dict:
+    """Cut orders where lineitem is cut. tpchgen-cli's --parts cuts the two tables at different
+    order keys (SF 10 in 2 parts: lineitem.2 starts at 29999749, orders.2 at 29999846), and a
+    partition bound must fit both: the orders between the two cuts move to the other part."""
+    moved = 0
+    for k in range(1, parts):
+        left, right = (directory / "orders" / f"orders.{j}.tbl" for j in (k, k + 1))
+        cut = directory / "lineitem" / f"lineitem.{k + 1}.tbl"
+        if any(p.stat().st_size == 0 for p in (left, right, cut)):
+            continue
+        bound = _first_key(cut)
+        if _last_key(left) >= bound or _first_key(right) < bound:
+            moved += _recut(left, right, bound)
+    return {"orders_moved": moved}
+
+
+def _recut(left: Path, right: Path, bound: int) -> int:
+    """Rewrite two adjacent parts (sorted by key) so that left holds the keys below bound and right
+    the others, still sorted; how many lines moved."""
+    new_left, new_right = left.with_name(left.name + ".recut"), right.with_name(right.name + ".recut")
+    moved = 0
+    with open(new_left, "wb") as to_left, open(new_right, "wb") as to_right:
+        for source, home in ((left, to_left), (right, to_right)):
+            with open(source, "rb") as lines:
+                for line in lines:
+                    to = to_left if int(line.split(b"|", 1)[0]) < bound else to_right
+                    moved += to is not home
+                    to.write(line)
+    os.replace(new_left, left)
+    os.replace(new_right, right)
+    return moved
 
 
 def _run_tpchgen(tool: str, args: Sequence[str], scale: float) -> Measured:
