@@ -23,11 +23,11 @@ SETTLE_TIMEOUT_S = 2.0     # how long the case's backends get to exit (and repor
 SETTLE_POLL_S = 0.005
 EXIT_TIMEOUT_S = 0.5       # how long our before-snapshot backend gets to exit
 STATEMENT_TIMEOUT = "5s"   # a hung server must not hang the measurement
-# Wait-event samples: 2 a second on each server. A sample costs a path through postgres_fdw about
+# Wait-event samples: 5 a second on each server. A sample costs a path through postgres_fdw about
 # 0.5 ms of its time (at 50 a second on each server its TPS fell 5.4%, bench/evidence_overhead.py):
 # the path's three processes wait on one another, and the sampler's thread and backend delay them.
-# 2 a second keeps that near 0.2%, and still gives 20 samples a server in 10 s.
-SAMPLE_INTERVAL_S = 0.5
+# 5 a second keeps that near 0.5%; at 2 a second a 1 s measurement sometimes caught no backend.
+SAMPLE_INTERVAL_S = 0.2
 
 
 @dataclass(frozen=True)
