@@ -18,8 +18,8 @@ has one (`scratch.tmpfs_or_tmp`): its writes then stay in memory. They still cos
 an fprintf per logged transaction: about 2 µs (-S -c1 against a local PostgreSQL 15 here: 12.3
 against 10.4 µs of pgbench's CPU per transaction), 3.5% of a 55 µs transaction. So only a random
 sample of at most LOG_LINES_PER_THREAD_S transactions a second per thread is logged
-(--sampling-rate, `sampling_rate`), 0.1% of a thread's time: at the rate the case ran before,
-or, on its first run, at a rate no pgbench thread reaches here (FIRST_RUN_TPS_PER_THREAD). The
+(--sampling-rate, `sampling_rate`), 0.1% of a thread's time, at the rate the case ran before
+(its first run logs every transaction). The
 per-second series comes from pgbench's own counters instead (-P 1, `progress_series`), exact
 whatever is logged.
 """
@@ -35,7 +35,6 @@ from .. import scratch
 from ..metrics import Metric
 
 LOG_LINES_PER_THREAD_S = 500    # x about 2 µs each: 0.1% of a thread's second
-FIRST_RUN_TPS_PER_THREAD = 25_000   # above any pgbench thread here (select-only, 1 client, socket: 18k)
 FILE_PREFIX = "tx"                          # --log-prefix inside it
 NOT_SUCCESSFUL = {"failed": "failed", "serialization": "failed", "deadlock": "failed", "other": "failed",
                   "skipped": "skipped"}
@@ -52,7 +51,7 @@ METRICS = (
            "in pgbench's per-transaction log (-l; of the sample when latency_log_rate is below 1)"),
     Metric("latency_log_rate", "1", "none", "share of the transactions pgbench logged (--sampling-rate, drawn at "
            "random; 1 = every one): below 1 when the case runs above 500 transactions a second per pgbench "
-           "thread, and on its first run (before its rate is known: as if at 25,000 a second per thread)"),
+           "thread (from its second run on)"),
 )
 
 
@@ -132,8 +131,7 @@ def latency_figures(log: TransactionLog, rate: float = 1.0) -> dict[str, float]:
 
 def sampling_rate(tps: float | None, threads: int) -> float:
     """The share of transactions to log in a run expected at `tps` over `threads` pgbench threads:
-    at most LOG_LINES_PER_THREAD_S a second per thread (at FIRST_RUN_TPS_PER_THREAD while `tps` is
-    not known)."""
+    at most LOG_LINES_PER_THREAD_S a second per thread; every one while `tps` is not known."""
     if not tps:   # a small sample of a slow case's first run gives a maximum below its mean
         return 1.0
     return min(1.0, float(f"{LOG_LINES_PER_THREAD_S * threads / tps:.3g}"))
