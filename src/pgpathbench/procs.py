@@ -141,19 +141,38 @@ def run_client(args: Sequence[str], timeout: float, env: dict | None = None) -> 
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+def pid_exists(pid: int) -> bool:
+    """Whether a process is there at all, a zombie (dead, not yet reaped) included."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    if not pid_exists(pid):
+        return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return True   # no /proc: trust the signal
     return stat[stat.rindex(")") + 2:][:1] not in ("Z", "X")
+
+
+def processes_in(directory: Path) -> list[int]:
+    """The processes whose working directory is `directory` (a server's: all of its processes)."""
+    target, found = str(directory.resolve()), []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "cwd") == target:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def cmdline(pid: int) -> str:

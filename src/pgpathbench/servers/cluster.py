@@ -29,7 +29,7 @@ import psycopg
 
 from ..errors import UserError
 from ..evidence import Watched
-from ..procs import OsUser, end_process, password_env, pid_alive
+from ..procs import OsUser, end_process, password_env, pid_alive, pid_exists, processes_in
 from .binaries import PgBinaries
 
 SUPERUSER = "pgpathbench"
@@ -368,7 +368,7 @@ def release_ipc(data: Path, bins: PgBinaries, user: OsUser) -> str | None:
     if recorded is None or pid_alive(recorded):
         return None
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while (processes_in(data) or _exists(recorded)) and time.monotonic() < deadline:
+    while (processes_in(data) or pid_exists(recorded)) and time.monotonic() < deadline:
         time.sleep(0.05)
     try:
         done = user.run([str(bins.path("postgres")), "--single", "-D", str(data), "-F", "postgres"],
@@ -378,29 +378,6 @@ def release_ipc(data: Path, bins: PgBinaries, user: OsUser) -> str | None:
         return f"its recovery took more than {START_TIMEOUT_S} s"
     said = [line for line in done.stderr.splitlines() if "FATAL" in line or "ERROR" in line]
     return None if done.returncode == 0 else (said[-1] if said else f"exit code {done.returncode}")
-
-
-def _exists(pid: int) -> bool:
-    """Whether a process is there at all, a zombie included."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def processes_in(directory: Path) -> list[int]:
-    """The processes whose working directory is `directory` (a server's: all of its processes)."""
-    target, found = str(directory.resolve()), []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and os.readlink(entry / "cwd") == target:
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 def stop_pid(pid: int, timeout: float = STOP_TIMEOUT_S) -> None:
