@@ -186,9 +186,11 @@ def resolve(major: int | str = 15, bindir: str | Path | None = None, workspace=N
     if bindir is not None:
         return _explicit(int(str(major).split(".")[0]), Path(bindir))
     major = parse_pg(major)
-    if major in DEBIAN_MAJORS:
-        return PgBinaries(major, Path(f"/usr/lib/postgresql/{major}/bin"), origin=f"Debian postgresql-{major}")
-    return _bundle_binaries(BUNDLES[major], _binaries_root(workspace), log)
+    found = at_hand(major, workspace)
+    if found is not None:
+        return found
+    bundle = BUNDLES[major]
+    return _bundle_pgbinaries(bundle, fetch(bundle, _binaries_root(workspace), log))
 
 
 def _explicit(major: int, path: Path) -> PgBinaries:
@@ -239,16 +241,9 @@ def cached(binaries_root: Path, bundle: Bundle) -> Path | None:
 def at_hand(major: int, workspace=None) -> PgBinaries | None:
     """The binaries of a major that need no fetch: Debian's, or a bundle fetched before; else None."""
     if major in DEBIAN_MAJORS:
-        return resolve(major)
+        return PgBinaries(major, Path(f"/usr/lib/postgresql/{major}/bin"), origin=f"Debian postgresql-{major}")
     path = cached(_binaries_root(workspace), BUNDLES[major]) if major in BUNDLES else None
     return _bundle_pgbinaries(BUNDLES[major], path) if path else None
-
-
-def _bundle_binaries(bundle: Bundle, binaries_root: Path, log: Callable[[str], None] | None) -> PgBinaries:
-    path = cached(binaries_root, bundle)
-    if path is None:
-        path = fetch(bundle, binaries_root, log)
-    return _bundle_pgbinaries(bundle, path)
 
 
 # -- fetching ---------------------------------------------------------------------------------
