@@ -71,7 +71,7 @@ def run_case(c: Cluster) -> None:
         for i in range(INSERTS):
             with conn.transaction():
                 conn.execute("INSERT INTO t (id, v) VALUES (%s, %s)", (1000 + i, "new"))
-            # the session lasts two sampling intervals (0.5 s each), and is seen between statements too
+            # the session outlasts two sampling intervals (1 s), and is seen between statements too
             time.sleep(0.1)
 
 

@@ -19,9 +19,8 @@ an fprintf per logged transaction: about 2 µs (-S -c1 against a local PostgreSQ
 against 10.4 µs of pgbench's CPU per transaction), 3.5% of a 55 µs transaction. So only a random
 sample of at most LOG_LINES_PER_THREAD_S transactions a second per thread is logged
 (--sampling-rate, `sampling_rate`), 0.1% of a thread's time, at the rate the case ran before
-(its first run logs every transaction). The
-per-second series comes from pgbench's own counters instead (-P 1, `progress_series`), exact
-whatever is logged.
+(its first run logs every transaction). The per-second series comes from pgbench's own counters
+instead (-P 1, `progress_series`), exact whatever is logged.
 """
 
 from __future__ import annotations
