@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import logging
 import os
 import secrets
@@ -25,10 +26,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+import psycopg
+
 from . import plan, scratch
 from .environment import host_fingerprint
 from .evidence import collected
-from .errors import CaseError, Interrupted, RunFailed, UserError
+from .errors import CaseError, Interrupted, RunFailed, ServerRefused, UserError, reason
 from .matrix import round_order
 from .procs import pid_alive
 from .progress import ProgressReporter, format_duration, headline
@@ -265,13 +268,19 @@ class Runner:
 
     @contextlib.contextmanager
     def _servers_watched(self, servers: Servers, when: str):
-        """An error while a server of the run is dead is that death, said in one line."""
+        """An error while a server of the run is dead is that death, said in one line; so is a
+        server's error (a full disk, a role's statement_timeout) or our own disk filling up."""
         try:
             yield
-        except Exception:
+        except Exception as e:
             dead = servers.dead(wait_s=DEATH_GRACE_S)
             if dead:
                 raise _Stopped(f"server {', '.join(dead)} died {when}") from None
+            if isinstance(e, ServerRefused):
+                raise _Stopped(f"an error {when}: {e}") from None
+            if isinstance(e, psycopg.Error) or getattr(e, "errno", None) == errno.ENOSPC:
+                # what a server refused, or a full disk, is no bug of ours: one line, resumable
+                raise _Stopped(f"an error {when}: {reason(e)}") from None
             raise
 
     def _rounds(self, study, options: StudyOptions, cases: list, run_id: str, seed: int):
@@ -334,9 +343,9 @@ class Runner:
         changed = servers.check_links()
         if not changed:
             return
-        reason = f"emulated link changed by someone else {phase} round {round_no}: {'; '.join(changed)}"
-        voided = self.store.void_round(run_id, study.name, round_no, session, reason) if phase == "after" else 0
-        raise _Stopped(reason + (f"; the round's {voided} measurements are marked failed" if voided else ""))
+        why = f"emulated link changed by someone else {phase} round {round_no}: {'; '.join(changed)}"
+        voided = self.store.void_round(run_id, study.name, round_no, session, why) if phase == "after" else 0
+        raise _Stopped(why + (f"; the round's {voided} measurements are marked failed" if voided else ""))
 
     def _probe(self, servers: Servers, study, envs: dict[str, StudyEnv], run_id: str, round_no: int, phase: str,
                session: int) -> None:

@@ -11,6 +11,7 @@ in one line with nothing written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import time
@@ -18,6 +19,8 @@ import time
 import pytest
 
 from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps, spawn_pgpathbench
+from pgpathbench.errors import ServerRefused
+from pgpathbench.tools import pgbench
 from user_server import UserServer, assert_no_secret, expected_fingerprint, source_and_external, use_passfile
 
 
@@ -193,3 +196,55 @@ def test_script_tables_that_cannot_be_read_are_refused(servers, workspace_root, 
     assert_user_error(pgpathbench(*base, "--server", f"source={src.dsn()} password={src.password()}",
                                   "--script-tables", "no_such_table", workspace=ws),
                       "--script-tables: no table no_such_table", untouched=ws)
+
+
+@contextlib.contextmanager
+def hasty_role(src: UserServer, timeout: str):
+    """A DBA's login 'hasty' (CREATEDB) with a statement_timeout; dropped after, with its databases."""
+    with src.connect("dba", "postgres") as conn:
+        conn.execute("DROP ROLE IF EXISTS hasty")
+        conn.execute("CREATE ROLE hasty LOGIN CREATEDB PASSWORD 'hasty-pw'")
+        conn.execute(f"ALTER ROLE hasty SET statement_timeout = '{timeout}'")
+    try:
+        yield f"host={src.address} port={src.port} user=hasty password=hasty-pw"
+    finally:
+        with src.connect("dba", "postgres") as conn:
+            for db in conn.execute("SELECT datname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba "
+                                   "WHERE r.rolname = 'hasty'").fetchall():
+                conn.execute(f'DROP DATABASE "{db[0]}" WITH (FORCE)')
+            conn.execute("DROP ROLE hasty")
+
+
+def test_a_server_error_while_preparing_is_one_line_and_leaves_nothing(servers, workspace_root):
+    """A DBA's role with a statement_timeout: loading the pgbench tables on it is cancelled. That
+    is the server's refusal, not a bug of ours: one line (exit 1, no traceback), the run marked
+    failed and resumable, and nothing of ours left on the user's server."""
+    src, _ext = servers
+    with hasty_role(src, "20ms") as dsn:
+        res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--repeat", "1",
+                          "--server", f"source={dsn} dbname=userdb", workspace=workspace_root / "ws-user-timeout")
+        assert res.returncode == 1, (res.returncode, res.stderr)
+        assert "Traceback" not in res.stderr and "hasty-pw" not in res.stderr
+        last = res.stderr.strip().splitlines()[-1]
+        # the timeout may cancel a statement of ours or pgbench -i's (CI met the latter): one line either way
+        assert "an error while servers and data were prepared: " in last, last
+        assert "canceling statement due to statement timeout; run " in last, last
+        assert "'pgpathbench run --resume" in last, last
+        assert src.ours() == []
+
+
+def test_pgbench_init_cancelled_by_the_server_is_its_refusal(servers, workspace_root):
+    """pgbench -i's failure is the server's answer in one line (ServerRefused), which the runner
+    says as it says a psycopg error: the path CI's slower machine took in the test above."""
+    src, _ext = servers
+    with hasty_role(src, "1ms") as dsn:
+        with src.connect("dba", "postgres") as conn:
+            conn.execute("CREATE DATABASE hasty_db OWNER hasty")
+        password = workspace_root / "hasty-pgpass"
+        password.write_text(f"{src.address}:{src.port}:*:hasty:hasty-pw\n")
+        password.chmod(0o600)
+        with pytest.raises(ServerRefused) as refused:
+            pgbench.initialize(src.bins.path("pgbench"), "hasty_db", src.address, src.port, "hasty", 1,
+                               passfile=str(password))
+    assert str(refused.value) == ("pgbench -i failed: pgbench: error: query failed: ERROR: canceling statement "
+                                  "due to statement timeout"), refused.value

@@ -14,10 +14,11 @@ from typing import Callable, Iterator, Sequence
 
 import psycopg
 
+from ..errors import reason
 from .proc_cpu import group_ticks, read_stat, ticks_to_ms
 from .snapshots import MARK, READERS, STATEMENTS_LIMIT, counter_deltas, read_settings, server_version_num, \
     statement_deltas, statement_totals
-from .waits import Sampler, reason
+from .waits import Sampler
 
 SETTLE_TIMEOUT_S = 2.0     # how long the case's backends get to exit (and report their stats)
 SETTLE_POLL_S = 0.005

@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 import psycopg
 
+from ..errors import reason
 from .proc_cpu import read_stat
 from .snapshots import MARK
 
@@ -28,12 +29,6 @@ def classify(state: str | None, wait_event_type: str | None) -> str:
     if wait_event_type is None:
         return "CPU" if state == "active" else "Unknown"
     return wait_event_type
-
-
-def reason(e: BaseException) -> str:
-    """A one-line reason for a failure."""
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}"[:300] if text else type(e).__name__
 
 
 class Sampler:

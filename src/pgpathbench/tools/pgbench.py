@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CaseError
+from ..errors import CaseError, ServerRefused
 from ..procs import password_env
 from ..metrics import Metric
 from . import pgbench_log
@@ -200,7 +200,7 @@ def initialize(pgbench: Path | str, dbname: str, host: str, port: int, user: str
                           "-h", host, "-p", str(port), "-U", user, dbname], capture_output=True, text=True,
                          env=password_env(passfile))
     if res.returncode != 0:
-        raise RuntimeError(f"pgbench -i failed: {res.stderr.strip()}")
+        raise ServerRefused.of("pgbench -i", res.stderr, res.returncode)
 
 
 def version(pgbench: Path | str) -> str:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...errors import reason
 from ...evidence import Watched
 from ...evidence.snapshots import MARK, STATEMENTS_LIMIT, read_evictions, read_statements, server_version_num, \
     statement_deltas, statement_totals
-from ...evidence.waits import reason
 from ...metrics import Metric
 from ...servers import guc
 from ...tools import pgbench

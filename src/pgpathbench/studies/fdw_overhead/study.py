@@ -47,7 +47,7 @@ from psycopg import sql
 
 from ... import scratch
 from ...evidence import Watched
-from ...errors import UserError
+from ...errors import ServerRefused, UserError
 from ...procs import password_env
 from ...matrix import Case, cross, not_applicable
 from ...report import Plot, Table
@@ -348,5 +348,4 @@ def _run_init(env: StudyEnv, source: Server, init: dict) -> None:
                               "-h", host, "-p", str(port), "-U", user, dbname], capture_output=True, text=True,
                              env=password_env(_passfile(source)))
     if res.returncode != 0:
-        lines = [line for line in res.stderr.splitlines() if line.strip()]
-        raise RuntimeError(f"--init {init['name']} failed on the source: {lines[-1] if lines else res.returncode}")
+        raise ServerRefused.of(f"--init {init['name']} on the source", res.stderr, res.returncode)

@@ -59,7 +59,7 @@ import psycopg
 from ...datasets.tpch.answers import answer_digest
 from ...datasets.tpch.files import TpchFiles, parse_rate, scale_text, tpchgen_path, tpchgen_version
 from ...datasets.tpch.queries import ALL_QUERIES, SCAN_QUERIES, query_text
-from ...errors import CaseError, UserError
+from ...errors import CaseError, UserError, reason
 from ...evidence import Watched, flush_statistics
 from ...matrix import Case, cross
 from ...report import Plot, Table
@@ -206,7 +206,7 @@ class FileFdwTpch(Declared):
         except psycopg.errors.QueryCanceled:
             raise CaseError(f"statement timeout ({shape.timeout} s)") from None
         except psycopg.Error as e:
-            raise CaseError(f"{type(e).__name__}: {str(e).strip().splitlines()[0]}") from None
+            raise CaseError(reason(e)) from None
         digest = answer_digest(rows)
         expected = st["answers"].get(q)
         if expected is not None and digest != expected:

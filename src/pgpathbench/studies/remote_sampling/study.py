@@ -37,10 +37,9 @@ from typing import Sequence
 import psycopg
 from psycopg import sql
 
-from ...errors import CaseError, UserError
+from ...errors import CaseError, UserError, reason
 from ...evidence import Watched, flush_statistics
 from ...evidence.snapshots import Unavailable, read_statements, statement_deltas
-from ...evidence.waits import reason
 from ...matrix import Case, cross
 from ...servers import fdw, guc
 from ...servers.paths import DIRECT, NetworkPath
