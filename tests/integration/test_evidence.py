@@ -103,6 +103,7 @@ def check_full_record(c: Cluster, major: int) -> None:
     db = src["database"]
     assert db["xact_commit"] == EXPECTED_COMMITS and db["xact_rollback"] == 0
     assert db["tup_inserted"] == INSERTS and db["tup_updated"] == 0 and db["tup_deleted"] == 0
+    assert db["temp_files"] == 0 and db["temp_bytes"] == 0
     by_query = {s["query"]: s for s in src["statements"]}
     select = by_query["SELECT * FROM t WHERE id = $1"]
     assert (select["calls"], select["rows"]) == (SELECTS, SELECTS)
@@ -133,6 +134,18 @@ def test_pg15_full_record(clusters):
 
 def test_pg17_full_record_with_pg_stat_io(clusters):
     check_full_record(clusters[17], 17)
+
+
+def test_temporary_files_are_counted(clusters):
+    """A sort past work_mem spills to a temporary file: the database deltas count it (a file-fdw-tpch
+    warm-up at SF 10 filled the disk with such files)."""
+    c = clusters[15]
+    with collected([watched(c)]) as ev:
+        with psycopg.connect(c.conninfo("work"), autocommit=True) as conn:
+            conn.execute("SET work_mem = '64kB'")
+            conn.execute("SELECT i FROM generate_series(1, 200000) AS i ORDER BY i DESC").fetchall()
+    db = ev.data["servers"]["source"]["database"]
+    assert db["temp_files"] >= 1 and db["temp_bytes"] >= 1_000_000, db
 
 
 def test_unloaded_statements_and_invisible_host_lose_only_their_sections(clusters):

@@ -15,7 +15,8 @@ MARK_TEXT = "pgpathbench-evidence"
 MARK = f"/* {MARK_TEXT} */ "
 
 DATABASE_COLUMNS = ("xact_commit", "xact_rollback", "blks_hit", "blks_read", "tup_returned",
-                    "tup_fetched", "tup_inserted", "tup_updated", "tup_deleted")
+                    "tup_fetched", "tup_inserted", "tup_updated", "tup_deleted",
+                    "temp_files", "temp_bytes")   # what queries spilled: a sort or hash past work_mem
 IO_COLUMNS = ("reads", "writes", "extends", "hits", "evictions", "fsyncs")
 BGWRITER_COLUMNS = ("buffers_checkpoint", "buffers_clean", "buffers_backend", "buffers_alloc")
 WAL_COLUMNS = ("wal_records", "wal_fpi", "wal_bytes")
