@@ -195,7 +195,9 @@ def test_layout_settings_and_search_path():
 
 def test_disk_needed_for_the_paper_scale():
     full = disk_needed(10, ("single", "partitioned", "scaleout"), False, False)
-    assert 40e9 < full < 79e9          # fits this machine's disk, and says so when it does not
+    # what the SF 10 run held when its warm-up filled the disk: 21.5 GB of files and parts, 42.5 GB
+    # of servers, and more than the 20.5 GB then free in temporary files
+    assert full > 21.5e9 + 42.5e9 + 20.5e9
     assert disk_needed(10, ("single",), True, True) < disk_needed(10, ("single",), False, False) < full
 
 
@@ -396,7 +398,7 @@ def test_disk_check_says_how_much_is_needed(tmp_path):
 
     files = TpchFiles(tmp_path / "data" / "tpch", 10.0)
     with pytest.raises(UserError, match=r"--scale: TPC-H SF 10 with layouts single,partitioned,scaleout needs "
-                                        r"about 66 GB free in the workspace .*, 20 GB are"):
+                                        r"about 86 GB free in the workspace .*, 20 GB are"):
         check_disk(SmallDisk, files, Shape(10.0, 2, ("single", "partitioned", "scaleout"), ()))
     need, free = check_disk(SmallDisk, TpchFiles(files.root, 1.0), Shape(1.0, 2, ("single",), ()))
     assert need < free == 20e9

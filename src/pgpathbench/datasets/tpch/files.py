@@ -61,6 +61,24 @@ def _readable(path: Path) -> None:
 
 
 # --- the files ---------------------------------------------------------------------------------
+def _any(record: dict) -> bool:
+    return True
+
+
+def _aligned(record: dict) -> bool:
+    """Parts cached before align_orders existed (no record of it) are generated again."""
+    return "orders_moved" in record
+
+
+def _cached(final: Path, valid: Callable[[dict], bool]) -> dict | None:
+    """The record of a complete cached directory that is `valid`, else None."""
+    path = final / "complete.json"
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    return record if valid(record) else None
+
+
 @dataclass
 class TpchFiles:
     """The cached .tbl files of one scale: data/tpch/sf<SF>/<table>.tbl and parts<N>/."""
@@ -88,8 +106,10 @@ class TpchFiles:
                 for t in PARTITIONED}
 
     def complete(self, parts: int | None = None) -> bool:
-        d = self.dir if parts is None else self.parts_dir(parts)
-        return (d / "complete.json").exists()
+        """Cached and usable as is (ensure/ensure_parts would not generate them again)."""
+        if parts is None:
+            return _cached(self.dir, _any) is not None
+        return _cached(self.parts_dir(parts), _aligned) is not None
 
     def ensure(self, tool: str, log: Callable[[str], None]) -> dict:
         """Generate every table once per scale; reuse the cache after. Returns time and rate."""
@@ -108,22 +128,22 @@ class TpchFiles:
         runs = [["-s", scale, "-T", tables, "--parts", str(parts), "--part", str(k)] for k in range(1, parts + 1)]
         info = self._generate(tool, self.parts_dir(parts), runs,
                               f"tpchgen-cli tbl -s {scale} -T {tables} --parts {parts} --part K",
-                              finish=lambda d: align_orders(d, parts), valid=lambda i: "orders_moved" in i)
+                              finish=lambda d: align_orders(d, parts), valid=_aligned)
         if not info["cached"]:
             log(f"lineitem and orders in {parts} parts generated: {info['bytes'] / MB:,.0f} MB in "
                 f"{info['seconds']:.1f} s")
         return info
 
     def _generate(self, tool: str, final: Path, runs: list[list[str]], command: str,
-                  finish: Callable[[Path], dict] = lambda d: {}, valid: Callable[[dict], bool] = lambda i: True) -> dict:
+                  finish: Callable[[Path], dict] = lambda d: {}, valid: Callable[[dict], bool] = _any) -> dict:
         """The cached directory's record (when `valid`: else it is made again), or tpchgen-cli run
         once per argument list into a temporary directory, `finish`ed, that becomes `final` only
         when complete."""
-        if (final / "complete.json").exists():
-            cached = json.loads((final / "complete.json").read_text())
-            if valid(cached):
-                return {**cached, "cached": True}
-            shutil.rmtree(final, ignore_errors=True)   # made before what `finish` does
+        cached = _cached(final, valid)
+        if cached is not None:
+            return {**cached, "cached": True}
+        if final.exists():   # made before what `finish` does now
+            shutil.rmtree(final, ignore_errors=True)
         _remove_abandoned(final)
         tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
