@@ -9,6 +9,7 @@ cleaning up. Anything else is a bug with a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import sys
@@ -75,7 +76,7 @@ def cmd_run(args, out: Console, err: Console) -> int:
         else:
             bins.require("initdb", "postgres", "pgbench")
             run_id = runner.resume(args.resume, args.resume_repeat)
-        _print_report(store, run_id, "table", out)
+        present.print_report(store.result(run_id), "table", out, STUDIES)
         failed, total = store.failed_count(run_id)
     if failed:
         raise RunFailed(f"{failed} of {total} measurements failed; 'pgpathbench report {run_id}' lists them, "
@@ -96,20 +97,24 @@ def cmd_runs(args, out: Console, err: Console) -> int:
     return 0
 
 
-def _print_report(store, run_ref: str, fmt: str, out: Console, wide: bool = False) -> None:
-    present.print_report(store.result(run_ref), fmt, out, STUDIES, wide)
+def _results(args, refs: Sequence[tuple[str, str]]) -> list:
+    """The result model of each (RUN, the option that named it): an export file read as it is, or
+    a stored run; the results store is opened only for the latter."""
+    from .results import exported
+    stored = [ref for ref, _ in refs if not exported.names_file(ref)]
+    with _store(args, *_context(args)) if stored else contextlib.nullcontext() as store:
+        return [exported.read(ref, name) if exported.names_file(ref) else _named_result(store, ref, name)
+                for ref, name in refs]
 
 
 def cmd_report(args, out: Console, err: Console) -> int:
     target = _html_target(args.html, "--html") if args.html else None
     if target is None and len(args.run) > 1:
         raise UserError("RUN: one run per report, or several with --html FILE (one page)")
-    ws, bins = _context(args)
-    with _store(args, ws, bins) as store:
-        if target is None:
-            _print_report(store, args.run[0], args.format, out, args.wide)
-            return 0
-        runs = [store.result(ref) for ref in args.run]
+    runs = _results(args, [(ref, "RUN") for ref in args.run])
+    if target is None:
+        present.print_report(runs[0], args.format, out, STUDIES, args.wide)
+        return 0
     write_atomically(target, present.html_page(runs, STUDIES))
     out.out(str(target), highlight=False)
     return 0
@@ -124,9 +129,7 @@ def _html_target(path, option: str) -> Path:
 
 
 def cmd_export(args, out: Console, err: Console) -> int:
-    ws, bins = _context(args)
-    with _store(args, ws, bins) as store:
-        _print_report(store, args.run, args.format, out)
+    present.print_report(_results(args, [(args.run, "RUN")])[0], args.format, out, STUDIES)
     return 0
 
 
@@ -140,9 +143,7 @@ def _named_result(store, ref: str, name: str):
 def cmd_compare(args, out: Console, err: Console) -> int:
     from .compare import environment_differences, pair_cases, slower
     target = _html_target(args.html, "--html") if args.html else None
-    ws, bins = _context(args)
-    with _store(args, ws, bins) as store:
-        run_a, run_b = _named_result(store, args.run_a, "RUN_A"), _named_result(store, args.run_b, "RUN_B")
+    run_a, run_b = _results(args, [(args.run_a, "RUN_A"), (args.run_b, "RUN_B")])
     differences = environment_differences(run_a, run_b, STUDIES)
     if differences and not args.force:
         raise UserError(f"compare: the runs' environments differ: {'; '.join(differences)}; "

@@ -151,7 +151,7 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"pgpathbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     _run_parser(sub)
-    run_ref = _checked(validate.run_ref)
+    run_ref = _checked(validate.run_or_export)
 
     s = sub.add_parser("studies", help="list the studies, their dimensions and presets")
     s.add_argument("--format", choices=("table", "json"), default="table")
@@ -160,10 +160,11 @@ def build_parser() -> Parser:
     _common(r)
     r.add_argument("--format", choices=("table", "json"), default="table")
 
-    rep = sub.add_parser("report", help="report a stored run")
+    rep = sub.add_parser("report", help="report a stored run, or an exported one")
     _common(rep)
     rep.add_argument("run", nargs="*", default=["latest"], metavar="RUN", type=run_ref,
-                     help="a run id, latest (default) or latest~N; several runs with --html make one page")
+                     help="a run id, latest (default), latest~N, or a run's export (FILE.json, FILE.json.gz); "
+                          "several runs with --html make one page")
     rep.add_argument("--format", choices=FORMATS, default="table")
     rep.add_argument("--wide", action="store_true", help="terminal tables with every column (wider than 120)")
     rep.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
@@ -172,7 +173,7 @@ def build_parser() -> Parser:
     ex = sub.add_parser("export", help="export a stored run's measurements (csv, or versioned json)")
     _common(ex)
     ex.add_argument("run", nargs="?", default="latest", metavar="RUN", type=run_ref,
-                    help="a run id, or latest (default)")
+                    help="a run id, latest (default), or a run's export (FILE.json, FILE.json.gz)")
     ex.add_argument("--format", choices=("csv", "json"), default="json")
 
     cmp = sub.add_parser("compare", help="compare two stored runs case by case (ratio B/A with 95%% CI)",
@@ -182,8 +183,8 @@ def build_parser() -> Parser:
                                      "with --fail-if-slower when a case got slower beyond PCT (a CI gate); 2 "
                                      "on a mistake, or when the runs' environments differ (unless --force).")
     _common(cmp)
-    cmp.add_argument("run_a", metavar="RUN_A", type=run_ref, help="the baseline run (id, or latest)")
-    cmp.add_argument("run_b", metavar="RUN_B", type=run_ref, help="the run compared with it (id, or latest)")
+    cmp.add_argument("run_a", metavar="RUN_A", type=run_ref, help="the baseline run (id, latest, or an exported FILE.json)")
+    cmp.add_argument("run_b", metavar="RUN_B", type=run_ref, help="the run compared with it (id, latest, or an exported FILE.json)")
     cmp.add_argument("--format", choices=("table", "markdown", "html"), default="table")
     cmp.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
                      help="write the comparison as a self-contained HTML file")

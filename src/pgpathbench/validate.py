@@ -139,6 +139,19 @@ def run_ref(text: str) -> str:
     return text
 
 
+EXPORT_SUFFIXES = (".json", ".json.gz")
+
+
+def run_or_export(text: str) -> str:
+    """run_ref, or the path of a run's export (FILE.json or FILE.json.gz: read later)."""
+    if text.endswith(EXPORT_SUFFIXES):
+        return text
+    try:
+        return run_ref(text)
+    except ValueError as e:
+        raise ValueError(f"{e}, or an exported FILE.json (.json.gz)") from None
+
+
 def shell_words(text: str) -> list[str]:
     """'-Xmx1g -Dx="a b"' -> ['-Xmx1g', '-Dx=a b'], as a shell splits them."""
     import shlex
