@@ -126,6 +126,11 @@ def test_settings_load_figures_and_plans_recorded(quick):
     assert fp["load"]["bytes"] > sum(fp["files"].values()) and fp["load"]["mb_per_s"] > 1
     assert fp["generate"]["seconds"] > 0 and fp["analyze"]["seconds"] > 0
     assert fp["settings"]["layouts"]["partitioned"]["enable_partitionwise_join"] == "on"
+    # the regular tables vacuumed once after the load, autovacuum off them: no worker during a measurement
+    once = fp["loaded_once"]
+    assert {"single_regular.lineitem", "partitioned_regular.lineitem_1", "partitioned_regular.orders_2"} <= set(once)
+    assert "partitioned_regular.lineitem" not in once           # the parent holds no pages
+    assert all(t == {"all_visible": 1.0, "autovacuum_off": True} for t in once.values()), once
     servers = env["servers"]
     assert {"pg15_tpch", *(f"pg15_worker{k}" for k in range(1, fp["partitions"] + 1))} == set(servers)
     settings = servers["pg15_tpch"]["settings"]

@@ -68,7 +68,7 @@ def copy_slice(conninfo: str, table: str, path: Path, start: int, end: int, pass
 # --- tasks on a pool of connections ---------------------------------------------------------------
 @dataclass
 class Task:
-    """One unit of load work: a slice COPY'd into a table, or one statement (ANALYZE)."""
+    """One unit of load work: a slice COPY'd into a table, or one statement (VACUUM, ANALYZE)."""
     group: str                    # what it counts towards: "load single", "analyze foreign partitioned"...
     conninfo: str
     table: str = ""

@@ -1,5 +1,6 @@
 """file-fdw-tpch's objects on its servers: the schemas, tables and file_fdw tables of every layout,
-the scale-out layout's postgres_fdw partitions, and their load (COPY FROM STDIN) and ANALYZE.
+the scale-out layout's postgres_fdw partitions, and their load (COPY FROM STDIN), VACUUM and
+ANALYZE.
 
 Only what a run's storages need is made: with the regular storage alone (the tpch role on a user
 server, which cannot read our files) neither file_fdw nor its tables, so nothing here needs a
@@ -29,6 +30,11 @@ def worker_servers(n: int) -> list[str]:
     return [f"worker{k}" for k in range(1, n + 1)]
 
 
+# The regular tables are read-only once loaded: one VACUUM after the load sets their hint bits and
+# visibility map, and autovacuum stays off them, so that no worker scans them during a measurement
+# (at SF 10 the insert-triggered autovacuum of lineitem ran for over 7 minutes, into the warm-up).
+LOADED_ONCE = "WITH (autovacuum_enabled = off)"
+
 FILE_SERVER = ["CREATE EXTENSION IF NOT EXISTS file_fdw", "CREATE SERVER tpch_files FOREIGN DATA WRAPPER file_fdw"]
 
 
@@ -52,7 +58,7 @@ def main_ddl(files: TpchFiles, shape: Shape, bounds) -> list[str]:
     stmts = [*(FILE_SERVER if foreign else ()),
              *(f"CREATE SCHEMA {schema(la, st)}" for la in layouts for st in shape.storages)]
     for table in single_tables(shape.layouts):
-        stmts.append(f"CREATE TABLE single_regular.{table} ({column_list(table)})")
+        stmts.append(f"CREATE TABLE single_regular.{table} ({column_list(table)}) {LOADED_ONCE}")
         if foreign:
             stmts.append(file_table(f"single_foreign.{table}", table, files.file(table)))
     for table in PARTITIONED:
@@ -62,7 +68,7 @@ def main_ddl(files: TpchFiles, shape: Shape, bounds) -> list[str]:
             stmts.append(f"CREATE TABLE partitioned_foreign.{table} ({column_list(table, with_dummy=True)}) {by}")
             for k in range(shape.partitions):
                 stmts.append(f"CREATE TABLE partitioned_regular.{table}_{k + 1} "
-                             f"PARTITION OF partitioned_regular.{table} {range_bound(bounds, k)}")
+                             f"PARTITION OF partitioned_regular.{table} {range_bound(bounds, k)} {LOADED_ONCE}")
                 stmts.append(file_table(f"partitioned_foreign.{table}_{k + 1}", table,
                                         files.part_file(table, shape.partitions, k + 1),
                                         f"partitioned_foreign.{table}", range_bound(bounds, k)))
@@ -89,14 +95,15 @@ def create_objects(main: Cluster, workers: list[Cluster], files: TpchFiles, shap
     for k, w in enumerate(workers, 1):
         stmts = [*FILE_SERVER, "CREATE SCHEMA worker_regular", "CREATE SCHEMA worker_foreign"]
         for table in PARTITIONED:
-            stmts.append(f"CREATE TABLE worker_regular.{table} ({column_list(table)})")
+            stmts.append(f"CREATE TABLE worker_regular.{table} ({column_list(table)}) {LOADED_ONCE}")
             stmts.append(file_table(f"worker_foreign.{table}", table, files.part_file(table, shape.partitions, k)))
         w.execute(DB, *stmts)
 
 
 # -- load and analyse -----------------------------------------------------------------------------
 def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: Shape) -> tuple[list[Task], list[Task]]:
-    """COPY slices (large files cut so that every core has work), then every ANALYZE."""
+    """COPY slices (large files cut so that every core has work), then every ANALYZE: a regular
+    table's with its one VACUUM (LOADED_ONCE)."""
     ci, n, sizes = main.conninfo(DB), shape.partitions, files.sizes()
     # A user server's password is held in memory, never in a conninfo (servers/user.py).
     secret = None if main.managed else main.password
@@ -105,7 +112,8 @@ def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: S
     analyze: list[Task] = []
     for table in single_tables(shape.layouts):
         load += copy_tasks("single", ci, f"single_regular.{table}", files.file(table), slice_bytes, secret)
-        analyze.append(Task("single regular", ci, sql=f"ANALYZE single_regular.{table}", weight=sizes[table] * 0.05,
+        analyze.append(Task("single regular", ci, sql=f"VACUUM (ANALYZE) single_regular.{table}",
+                            weight=sizes[table] * 0.3,
                             password=secret))
         if "foreign" in shape.storages:
             analyze.append(Task("single foreign", ci, sql=f"ANALYZE single_foreign.{table}", weight=sizes[table]))
@@ -116,15 +124,15 @@ def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: S
                                    files.part_file(table, n, k), slice_bytes)
             # A partitioned table's ANALYZE samples the whole (for the joins above the
             # partitions) and then each partition: file_fdw parses every part twice.
-            analyze.append(Task("partitioned regular", ci, sql=f"ANALYZE partitioned_regular.{table}",
-                                weight=sizes[table] * 0.1))
+            analyze.append(Task("partitioned regular", ci, sql=f"VACUUM (ANALYZE) partitioned_regular.{table}",
+                                weight=sizes[table] * 0.35))
             analyze.append(Task("partitioned foreign", ci, sql=f"ANALYZE partitioned_foreign.{table}",
                                 weight=sizes[table] * 2))
         for k, w in enumerate(workers, 1):
             wci = w.conninfo(DB)
             load += copy_tasks("scaleout", wci, f"worker_regular.{table}", files.part_file(table, n, k), slice_bytes)
-            analyze.append(Task("scaleout worker regular", wci, sql=f"ANALYZE worker_regular.{table}",
-                                weight=sizes[table] * 0.05 / n))
+            analyze.append(Task("scaleout worker regular", wci, sql=f"VACUUM (ANALYZE) worker_regular.{table}",
+                                weight=sizes[table] * 0.3 / n))
             analyze.append(Task("scaleout worker foreign", wci, sql=f"ANALYZE worker_foreign.{table}",
                                 weight=sizes[table] / n))
         # The coordinator's statistics of its postgres_fdw partitions: PostgreSQL 15 fetches
@@ -149,4 +157,18 @@ def load_and_analyze(main: Cluster, workers: list[Cluster], files: TpchFiles, sh
     facts["analyze"] = {"seconds": analysed.wall_s, "by_layout": analysed.groups}
     log(f"analysed {' and '.join(shape.storages)} tables in {analysed.wall_s:.1f} s")
     facts["load_and_analyze_s"] = round(time.monotonic() - t0, 3)
+    facts["loaded_once"] = loaded_once(main)
     return facts
+
+
+def loaded_once(main: Cluster) -> dict[str, dict]:
+    """What LOADED_ONCE left on the coordinator's regular tables: the share of their pages VACUUM
+    marked all-visible, and whether autovacuum is off on them."""
+    with main.connect(DB) as conn:
+        rows = conn.execute(
+            "SELECT format('%I.%I', n.nspname, c.relname), c.relallvisible, c.relpages, "
+            "  'autovacuum_enabled=off' = ANY (coalesce(c.reloptions, '{}')) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind = 'r' AND n.nspname IN ('single_regular', 'partitioned_regular') ORDER BY 1").fetchall()
+    return {name: {"all_visible": round(visible / pages, 4) if pages else 1.0, "autovacuum_off": off}
+            for name, visible, pages, off in rows}
