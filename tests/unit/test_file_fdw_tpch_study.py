@@ -388,6 +388,28 @@ def test_report_slowdowns_paired_by_round_and_the_seeds_comparison():
     assert "published PostgreSQL" in plots[1].series
 
 
+def test_user_cpu_slowdown_sums_every_server_and_pairs_by_round():
+    """The seed's CPU-bound view where the page cache decides a regular scan's seconds: user CPU of
+    every server process of the case (a scale-out coordinator's and its workers'), paired by round."""
+    def with_cpu(m, *users_ms):
+        servers = {f"s{i}": {"cpu_ms": {"user": u, "system": 9_000}} for i, u in enumerate(users_ms)}
+        return {**m, "evidence": {"servers": servers}}
+    ms = []
+    for rnd, (regular_s, regular_user) in enumerate(((15.0, 4_000), (5.5, 4_400), (14.0, 4_200)), 1):
+        ms += [with_cpu(measurement("q6", "regular", "single", rnd, regular_s), regular_user),
+               with_cpu(measurement("q6", "foreign", "single", rnd, 38.0), 32_000 + rnd * 1_000),
+               with_cpu(measurement("q1", "regular", "scaleout", rnd, 20.0), 1_000, 10_000, 10_000),
+               with_cpu(measurement("q1", "foreign", "scaleout", rnd, 40.0), 1_000, 21_000, 20_000)]
+    ms.append(measurement("q6", "regular", "single", 4, 5.0))    # no evidence: no CPU, no pair
+    run = study_result(ms, {"scale": 10.0, "partitions": 2, "layouts": ["single", "scaleout"]})
+    cpu = {t.title: t for t in STUDY.report(run)}["Slowdown in the servers' user CPU: foreign / regular"]
+    by = {(r[0], r[1]): r for r in cpu.rows}
+    assert set(by) == {("Q6", "single"), ("Q1", "scaleout")}
+    assert by[("Q6", "single")][3:6] == [pytest.approx(4.2), pytest.approx(34.0), pytest.approx(33 / 4.0)]   # paired: 33/4.0, 34/4.4, 35/4.2
+    assert by[("Q1", "scaleout")][3:6] == [pytest.approx(21.0), pytest.approx(42.0), pytest.approx(2.0)]
+    assert by[("Q6", "single")][7] == pytest.approx(218.8 / 18.6)
+
+
 def test_disk_check_says_how_much_is_needed(tmp_path):
     class SmallDisk:
         root = tmp_path

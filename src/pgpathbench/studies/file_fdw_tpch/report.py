@@ -17,7 +17,7 @@ from ...references import (FILE_FDW_TPCH_PARSE_MB_S_PER_CORE, FILE_FDW_TPCH_SECO
                            file_fdw_tpch_slowdown)
 from ...report import Plot, Point, Table
 from ...results.model import CaseResult, StudyResult
-from ...stats import Summary, summarise
+from ...stats import Summary, ratio_summary, summarise
 from .spec import BASELINE, LAYOUT_SYSTEM, LAYOUTS, PRIMARY_METRIC, STORAGES, query_label, query_rank, scan_cores
 
 Series = dict[tuple[str, str, str, str], dict[int, float]]   # (query, storage, layout, pg) -> round: seconds
@@ -86,7 +86,7 @@ def tables(result: StudyResult) -> list[Table]:
     if not series:
         return []
     env, slow = setups(result), slowdowns(result)
-    found = [seed_table(series), slowdown_table(series, slow), parse_table(series, slow, env),
+    found = [seed_table(series), slowdown_table(series, slow), cpu_table(result), parse_table(series, slow, env),
              plans_table(series, env), answers_table(env), data_table(env)]
     return [t for t in found if t is not None]
 
@@ -146,6 +146,42 @@ def slowdown_table(series: Series, slow: dict[tuple[str, str, str], Slowdown]) -
         "Query", "Layout", "PG", "Regular s", "95% CI", "Foreign s", "95% CI", "Slowdown", "95% CI",
         "Differs from 1", "Seed slowdown", "Published system"], rows, notes, align_left=3,
         detail=(4, 6, 11, *one_major_detail(series, 2)))
+
+
+def user_cpu_s(case: CaseResult) -> dict[int, float]:
+    """round -> user CPU seconds of every server process of the case (its evidence): PostgreSQL's
+    own work, without the kernel's (reading pages into the page cache, evicting others)."""
+    out = {}
+    for m in case.ok:
+        cpus = [s.get("cpu_ms") for s in (m.evidence or {}).get("servers", {}).values()]
+        if cpus and all(cpus):
+            out[m.round] = sum(c["user"] for c in cpus) / 1000
+    return out
+
+
+def cpu_table(result: StudyResult) -> Table | None:
+    """The slowdown in the servers' user CPU, foreign / regular paired by round: the seed's
+    CPU-bound comparison where the data does not fit in memory here (regular scans then cost the
+    kernel as much as PostgreSQL, and their seconds depend on what the page cache kept)."""
+    rows = []
+    for case in sorted(result.cases, key=lambda c: (int(c.get("pg", "15")), LAYOUTS.index(c["layout"]),
+                                                    query_rank(c["queries"]))):
+        base = BASELINE.twins(result.cases).get(case.case_id)
+        mine, theirs = user_cpu_s(case), user_cpu_s(base) if base else {}
+        r = ratio_summary(mine, theirs) if mine and theirs else None
+        if r is None:
+            continue
+        rs, fs = summarise(list(theirs.values())), summarise(list(mine.values()))
+        rows.append([query_label(case["queries"]), case["layout"], case.get("pg", "15"), rs.median, fs.median,
+                     r.median, r.ci_text, file_fdw_tpch_slowdown(case["queries"], LAYOUT_SYSTEM[case["layout"]])])
+    if not rows:
+        return None
+    return Table("Slowdown in the servers' user CPU: foreign / regular", [
+        "Query", "Layout", "PG", "Regular CPU s", "Foreign CPU s", "Slowdown", "95% CI", "Seed slowdown"], rows,
+        ["User CPU of every server process of the case (the evidence's cpu_ms, from /proc), paired by round: "
+         "PostgreSQL's own work, scanning tuples or parsing text, without the kernel's. Where the data does not "
+         "fit in memory, the seconds of a regular scan depend on what the page cache kept from the cases before "
+         "it; the seed kept all of its data in memory, so its seconds were CPU."], align_left=3)
 
 
 def one_major_detail(series: Series, column: int) -> tuple[int, ...]:
