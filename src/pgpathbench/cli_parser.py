@@ -146,6 +146,9 @@ def _run_parser(sub) -> None:
                             action="append" if param.repeatable else "store")
 
 
+RUN_OR_EXPORT = "a run id, latest (default), latest~N, or a run's export (FILE.json, FILE.json.gz)"
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="pgpathbench", description="Benchmark laboratory for PostgreSQL data-access paths.")
     parser.add_argument("--version", action="version", version=f"pgpathbench {__version__}")
@@ -163,8 +166,7 @@ def build_parser() -> Parser:
     rep = sub.add_parser("report", help="report a stored run, or an exported one")
     _common(rep)
     rep.add_argument("run", nargs="*", default=["latest"], metavar="RUN", type=run_ref,
-                     help="a run id, latest (default), latest~N, or a run's export (FILE.json, FILE.json.gz); "
-                          "several runs with --html make one page")
+                     help=f"{RUN_OR_EXPORT}; several runs with --html make one page")
     rep.add_argument("--format", choices=FORMATS, default="table")
     rep.add_argument("--wide", action="store_true", help="terminal tables with every column (wider than 120)")
     rep.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
@@ -173,7 +175,7 @@ def build_parser() -> Parser:
     ex = sub.add_parser("export", help="export a stored run's measurements (csv, or versioned json)")
     _common(ex)
     ex.add_argument("run", nargs="?", default="latest", metavar="RUN", type=run_ref,
-                    help="a run id, latest (default), or a run's export (FILE.json, FILE.json.gz)")
+                    help=RUN_OR_EXPORT)
     ex.add_argument("--format", choices=("csv", "json"), default="json")
 
     cmp = sub.add_parser("compare", help="compare two stored runs case by case (ratio B/A with 95%% CI)",
