@@ -155,3 +155,25 @@ def test_files_are_generated_once_per_scale_and_reused(quick, workspace_root):
     assert fp["generate"]["cached"] is True and "generate_parts" not in fp
     assert len(rep["measurements"]) == 2 and all(m["ok"] for m in rep["measurements"])
     assert "generated" not in res.stderr
+
+
+def test_a_query_past_temp_file_limit_fails_alone(workspace_root, tmp_path):
+    """The run's cap on temporary files (spec.cluster_settings) stops a query that would spill past
+    it, not the run: a sort of every l_comment spills at 64kB of work_mem and fails each round with
+    the reason, Q6 (no spill) is measured. (The warm-up runs at the run's own settings: its side of
+    this is a unit test.)"""
+    spill = tmp_path / "spill.sql"
+    spill.write_text("select count(*) from (select l_comment from lineitem order by l_comment offset 0) as s")
+    res = pgpathbench("run", "file-fdw-tpch", "--preset", "quick", "--queries", "6", "--query-file",
+                      f"spill={spill}", "--layout", "single", "--repeat", "1", "--set", "work_mem=64kB",
+                      "--set", "temp_file_limit=64kB", workspace=workspace_root)
+    assert res.returncode == 1 and "2 of 4 measurements failed" in res.stderr, res.stderr[-2000:]
+    rep = report_json(workspace_root)
+    by_query = defaultdict(list)
+    for m in rep["measurements"]:
+        by_query[m["dims"]["queries"]].append(m)
+    assert all(m["ok"] for m in by_query["q6"]) and len(by_query["spill"]) == 2
+    for m in by_query["spill"]:
+        assert not m["ok"] and "temporary file size exceeds temp_file_limit (64kB)" in m["error"], m["error"]
+        assert "--set temp_file_limit=SIZE raises it" in m["error"]
+    assert our_processes(workspace_root) == []

@@ -8,6 +8,7 @@ from datetime import date
 from decimal import Decimal
 
 import duckdb
+import psycopg
 import pytest
 
 from pgpathbench.datasets.tpch import queries, schema
@@ -20,8 +21,9 @@ from pgpathbench.references import FILE_FDW_TPCH_SECONDS, file_fdw_tpch_slowdown
 from pgpathbench.results.model import RunResult
 from pgpathbench.studies import STUDIES
 from pgpathbench.studies.base import StudyEnv, StudyOptions
-from pgpathbench.studies.file_fdw_tpch.spec import (disk_needed, expand_queries, layout_settings, parse_query,
-                                                    parse_scale, scan_cores, search_path)
+from pgpathbench.studies.file_fdw_tpch.spec import (CLUSTER_SETTINGS, cluster_settings, disk_needed, expand_queries,
+                                                    layout_settings, parse_query, parse_scale, scan_cores,
+                                                    search_path)
 from pgpathbench.studies.file_fdw_tpch.checks import warm_up_and_check
 from pgpathbench.studies.file_fdw_tpch.study import Shape, check_disk
 
@@ -193,6 +195,17 @@ def test_layout_settings_and_search_path():
     assert search_path("scaleout", "regular") == "scaleout_regular, single_regular"
 
 
+def test_temp_file_limit_is_each_process_share_of_the_reserved_spill():
+    """The disk check reserves 2 GB of temporary files per unit of scale; a query's processes (its
+    backend and one per partition) each get their share, at least 1 GB, so a runaway spill fails
+    one query instead of filling the disk (the SF 10 scale-out warm-up did)."""
+    paper = cluster_settings(10.0, 2)
+    assert paper["temp_file_limit"] == f"{int(20e9 / 3 / 1024)}kB"
+    assert 3 * int(paper["temp_file_limit"][:-2]) * 1024 <= disk_needed(10, ("single",), True, True)
+    assert cluster_settings(0.01, 2)["temp_file_limit"] == "1048576kB"
+    assert {k: v for k, v in paper.items() if k != "temp_file_limit"} == CLUSTER_SETTINGS
+
+
 def test_disk_needed_for_the_paper_scale():
     full = disk_needed(10, ("single", "partitioned", "scaleout"), False, False)
     # what the SF 10 run held when its warm-up filled the disk: 21.5 GB of files and parts, 42.5 GB
@@ -273,6 +286,23 @@ def test_a_wrong_answer_stops_the_run_loudly():
     with pytest.raises(AnswerMismatch, match=r"q6 on foreign/partitioned differs from regular/single: "
                                              r"row 1, column 2"):
         warm_up_and_check(conns, None, shape)
+
+
+class SpillingConn(FakeConn):
+    """A side whose query runs past temp_file_limit (the server's error, as psycopg raises it)."""
+
+    def execute(self, text, params=None):
+        raise psycopg.errors.ConfigurationLimitExceeded("temporary file size exceeds temp_file_limit (64kB)")
+
+
+def test_a_query_past_temp_file_limit_goes_unchecked_in_the_warm_up():
+    good = [("A", Decimal("1.00"))]
+    conns = {(la, st): FakeConn(good) for la in ("single", "scaleout") for st in ("regular", "foreign")}
+    conns[("scaleout", "foreign")] = SpillingConn(good)
+    answers, _, digests = warm_up_and_check(conns, None, Shape(10.0, 2, ("single", "scaleout"), ("q3",)))
+    assert answers["q3"]["unchecked"] == ["foreign/scaleout: temporary file size exceeds temp_file_limit (64kB)"]
+    assert answers["q3"]["agreeing"] == ["regular/single", "foreign/single", "regular/scaleout"]
+    assert digests == {"q3": answer_digest(good)}
 
 
 @pytest.mark.parametrize("storage, query", [("regular", "q6"), ("foreign", "q3"), ("foreign", "q6")])

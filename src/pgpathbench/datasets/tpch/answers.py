@@ -122,7 +122,7 @@ def agreement(query: str, sides: Mapping[str, Sequence[Sequence[object]]],
     reference; every other must have its digest (exact values, any order), and DuckDB's rows
     (when given) must match it within 1e-6. Each difference is appended to `problems`."""
     if not sides:
-        return Answer(None, None, duckdb="not run (timeouts)")
+        return Answer(None, None, duckdb="not run: no side answered (unchecked says why)")
     ref_label, ref = next(iter(sides.items()))
     answer = Answer(len(ref), answer_digest(ref))
     for label, rows in sides.items():

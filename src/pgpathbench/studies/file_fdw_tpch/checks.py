@@ -55,7 +55,7 @@ def _run(conn, q: str, text: str, user: bool, side: str) -> list:
             if cur.description is None:
                 raise UserError(f"--query-file {q}: it returns no rows on {side}; give one query that returns rows")
             return cur.fetchall()
-    except psycopg.errors.QueryCanceled:
+    except (psycopg.errors.QueryCanceled, psycopg.errors.ConfigurationLimitExceeded):
         raise
     except psycopg.Error as e:
         raise _refused(q, side, e) from None
@@ -74,6 +74,8 @@ def warm_up_and_check(conns, files: TpchFiles | None, shape) -> tuple[dict, dict
                 results[q][side] = _run(conns[(layout, storage)], q, text, q in shape.user, side)
             except psycopg.errors.QueryCanceled:
                 skipped[q].append(f"{side}: statement timeout")
+            except psycopg.errors.ConfigurationLimitExceeded as e:   # temp_file_limit: its measurements fail alike
+                skipped[q].append(f"{side}: {str(e).strip().splitlines()[0]}")
     tpch = [q for q in shape.queries if q not in shape.user]
     duck: dict = {"checked": False}
     duck_rows: dict = {}

@@ -142,6 +142,15 @@ _WAL_PER_CLUSTER = 2.5e9        # COPY is WAL-logged; max_wal_size 2GB caps what
 _SPILL_PER_SF = 2.0e9
 
 
+def cluster_settings(scale: float, partitions: int) -> dict[str, str]:
+    """CLUSTER_SETTINGS and temp_file_limit: each process's share of the temporary files the disk
+    check reserves (_SPILL_PER_SF), so that a query that would spill more fails alone, as a failed
+    measurement, instead of filling the disk; a query's processes are its backend and one per
+    partition (parallel workers, or the scale-out instances' backends). At least 1 GB."""
+    limit_kb = max(1 << 20, int(_SPILL_PER_SF * scale / (partitions + 1) / 1024))
+    return {**CLUSTER_SETTINGS, "temp_file_limit": f"{limit_kb}kB"}
+
+
 def disk_needed(scale: float, layouts, cached_files: bool, cached_parts: bool, partitions: int = 2,
                 managed: bool = True) -> float:
     """Bytes a run needs free: the files not yet cached, the regular tables of each layout,

@@ -71,8 +71,8 @@ from ...servers.topology import Server
 from ..base import Declared, Setup, StudyEnv, StudyOptions
 from . import checks, report, spec, user_role
 from .objects import create_objects, load_and_analyze, load_tasks, worker_servers  # noqa: F401 (bench/ imports)
-from .spec import (CLUSTER_SETTINGS, CORES, DB, LAYOUTS, POSTGRES_FDW_OPTIONS, STORAGES,
-                   disk_needed, expand_queries, layout_settings, scan_cores, search_path)
+from .spec import (CORES, DB, LAYOUTS, POSTGRES_FDW_OPTIONS, STORAGES,
+                   cluster_settings, disk_needed, expand_queries, layout_settings, scan_cores, search_path)
 
 T = TypeVar("T")
 
@@ -192,7 +192,7 @@ class FileFdwTpch(Declared):
             try:
                 sorts[case.case_id] = checks.sort_methods(conn, env.state["shape"].text(case["queries"]))
             except psycopg.Error as e:
-                raise CaseError(f"EXPLAIN ANALYZE: {str(e).strip().splitlines()[0]}") from None
+                raise CaseError(f"EXPLAIN ANALYZE: {refusal(e, env.state['shape'].timeout)}") from None
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         st, shape = env.state, env.state["shape"]
@@ -203,10 +203,8 @@ class FileFdwTpch(Declared):
             rows = conn.execute(shape.text(q)).fetchall()
             seconds = time.perf_counter() - t0
             flush_statistics(conn)   # a kept session: its statistics are the evidence's now, not in 10 s
-        except psycopg.errors.QueryCanceled:
-            raise CaseError(f"statement timeout ({shape.timeout} s)") from None
         except psycopg.Error as e:
-            raise CaseError(reason(e)) from None
+            raise CaseError(refusal(e, shape.timeout)) from None
         digest = answer_digest(rows)
         expected = st["answers"].get(q)
         if expected is not None and digest != expected:
@@ -288,13 +286,24 @@ def start_servers(env: StudyEnv, shape: Shape) -> tuple[Server, list[Server]]:
     """The instance `tpch` (the coordinator too; the user's with --server tpch) and, for the
     scale-out layout, one per part."""
     t0 = time.monotonic()
-    main = env.servers.server("tpch", settings=CLUSTER_SETTINGS)
-    workers = ([env.servers.cluster(f"worker{k}", settings=CLUSTER_SETTINGS) for k in range(1, shape.partitions + 1)]
+    settings = cluster_settings(shape.scale, shape.partitions)
+    main = env.servers.server("tpch", settings=settings)
+    workers = ([env.servers.cluster(f"worker{k}", settings=settings) for k in range(1, shape.partitions + 1)]
                if "scaleout" in shape.layouts else [])
     for c in (main, *workers):
         c.create_database(DB)
     env.log(f"{1 + len(workers)} server(s) up in {time.monotonic() - t0:.1f} s")
     return main, workers
+
+
+def refusal(e: psycopg.Error, timeout: int) -> str:
+    """Why the server did not run a case's query: one line for the measurement's error."""
+    if isinstance(e, psycopg.errors.QueryCanceled):
+        return f"statement timeout ({timeout} s)"
+    if isinstance(e, psycopg.errors.ConfigurationLimitExceeded):
+        return (f"{reason(e)}: more than this run's share of the disk for temporary files per process; "
+                "--set temp_file_limit=SIZE raises it, if the disk holds it")
+    return reason(e)
 
 
 def side_connection(env: StudyEnv, case: Mapping[str, str]) -> psycopg.Connection:
@@ -317,7 +326,7 @@ def connect(cluster: Server, layout: str, storage: str, timeout: int) -> psycopg
 
 
 def settings_facts(shape: Shape, scaleout: bool, managed: bool = True) -> dict:
-    facts = {"cluster": CLUSTER_SETTINGS if managed else {},
+    facts = {"cluster": cluster_settings(shape.scale, shape.partitions) if managed else {},
              "layouts": {la: layout_settings(la) for la in shape.layouts},
              "search_path": {f"{la}/{st}": search_path(la, st) for la, st in shape.sides}}
     if not managed:   # the server's own settings are in its fingerprint
