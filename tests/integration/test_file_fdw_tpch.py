@@ -99,7 +99,7 @@ def test_report_shows_every_query_storage_and_layout_beside_the_seed(quick, work
     out = res.stdout
     for title in ("TPC-H seconds per query", "Slowdown through file_fdw: foreign / regular",
                   "Parse rate of file_fdw", "Plans: join tree of each query on each side", "Answer checks",
-                  "Data, load and settings"):
+                  "Data, load and settings", "Slowdown in the servers' user CPU: foreign / regular"):
         assert title in out
     # The published seconds are detail columns (--wide, markdown, HTML); the slowdowns they give
     # and the parse rate are on every terminal.
@@ -114,8 +114,9 @@ def test_report_shows_every_query_storage_and_layout_beside_the_seed(quick, work
     lines = out.splitlines()
     for q in QUERIES:
         for layout in LAYOUTS:
-            # the slowdown table and the plans table (and for Q1, Q6 the parse rates) have one row each
-            expected = 3 if q in ("q1", "q6") else 2
+            # the slowdown tables (seconds, user CPU) and the plans table (and for Q1, Q6 the parse
+            # rates) have one row each
+            expected = 4 if q in ("q1", "q6") else 3
             assert sum(1 for line in lines if line.split()[:2] == [q.upper(), layout]) == expected, (q, layout)
 
 
