@@ -60,7 +60,9 @@ class ProgressReporter:
         self._measured_s += seconds
         self.done += 1
         self.plan[(round_no, case_id)] -= 1
-        eta = format_duration(self.remaining_s())
+        untimed = self.untimed()
+        # a case not measured yet counts at the others' median: say how many do, a guess until they are
+        eta = format_duration(self.remaining_s()) + (f", {untimed} case{'s' * (untimed > 1)} not timed yet" if untimed else "")
         if self._bar is not None:
             self._bar.update(self._task, advance=1, eta=eta)
         else:
@@ -85,6 +87,10 @@ class ProgressReporter:
         left = [(r, case) for (r, case), n in self.plan.items() for _ in range(n)]
         rounds = {r for r, _ in left} | ({self._round} if self._round is not None else set())
         return sum(self.took.get(case, typical) for _, case in left) + len(rounds) * (self.per_round or 0.0)
+
+    def untimed(self) -> int:
+        """How many cases still planned have no measurement's time yet (theirs is a guess)."""
+        return len({case for (_, case), n in self.plan.items() if n > 0 and case not in self.took})
 
     def closed(self, case_ids) -> None:
         """Cases the run measures no more (converged: --until-ci): their planned measurements go."""

@@ -94,3 +94,18 @@ def test_a_resumed_run_counts_its_slow_cases_at_their_stored_time_until_measured
     clock.now += 12.0
     p.measured("slow", 2, "ok", 12.0)
     assert p.remaining_s() == pytest.approx(0.02 + 12.0)
+
+
+def test_the_eta_says_how_many_cases_it_guesses_until_each_is_timed(clock):
+    # remote-sampling's paper preset after a quick one: 30 of 196 cases known, at milliseconds; the
+    # rest count at their median until measured, so the line says the figure is a guess
+    out = io.StringIO()
+    p = ProgressReporter(Console(file=out, force_terminal=False, width=200))
+    p.start("s", 4, 0, [(1, "a"), (1, "b"), (2, "a"), (2, "b")], known={"a": 1.0})
+    assert p.untimed() == 1
+    clock.now += 1.0
+    p.measured("a", 1, "ok", 1.0)
+    assert "(ETA 0m03s, 1 case not timed yet)" in out.getvalue()
+    clock.now += 5.0
+    p.measured("b", 1, "ok", 5.0)
+    assert p.untimed() == 0 and out.getvalue().splitlines()[-1].endswith("(ETA 0m06s)")
