@@ -60,9 +60,10 @@ class ProgressReporter:
         self._measured_s += seconds
         self.done += 1
         self.plan[(round_no, case_id)] -= 1
-        untimed = self.untimed()
         # a case not measured yet counts at the others' median: say how many do, a guess until they are
-        eta = format_duration(self.remaining_s()) + (f", {untimed} case{'s' * (untimed > 1)} not timed yet" if untimed else "")
+        untimed = self.untimed()
+        guessed = f", {untimed} case{'s' * (untimed > 1)} not timed yet" if untimed else ""
+        eta = format_duration(self.remaining_s()) + guessed
         if self._bar is not None:
             self._bar.update(self._task, advance=1, eta=eta)
         else:
