@@ -39,7 +39,7 @@ from .results.fingerprint import Fingerprint
 from .results.model import MODEL_VERSION
 from .servers import binaries, guc, user, user_checks
 from .servers.binaries import PgBinaries
-from .servers.topology import Servers
+from .servers.topology import Servers, clear_killed_runs
 from .servers.user import UserDsn
 from .store import ResultsStore
 from .studies import get as get_study
@@ -210,6 +210,8 @@ class Runner:
         self.progress.log(_plan(options, cases, todo, seconds, each))
         for path in scratch.sweep():
             self.progress.log(f"removed {path}, left by a process of ours that was killed")
+        for said in clear_killed_runs(self.workspace, self.bins, self.store.runs(), run_id):
+            self.progress.log(said)
         session = self.store.start_session(run_id, fingerprint.to_json())
         clock = _Clock()
         try:

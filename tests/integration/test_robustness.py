@@ -246,3 +246,21 @@ def test_a_link_changed_by_someone_else_voids_the_round_and_resume_measures_it_a
     rep = complete(ws, run_id, 6)
     assert all(m["attempts"] == 2 for m in rep["measurements"] if m["round"] == 1)
     assert_nothing_left(ws, run_id)
+
+
+def test_the_next_run_removes_what_a_killed_run_left(ws):
+    """A killed run's servers' data (tens of GB at the paper presets) does not wait for its resume."""
+    proc = spawn_pgpathbench(*LINKED, workspace=ws)
+    read_until(proc, measured(2))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    wait_gone(ws)
+    killed = runs(ws)[-1]
+    assert killed["status"] == "killed" and (ws / "servers" / killed["run_id"]).is_dir()
+    res = pgpathbench(*SMALL, workspace=ws)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert re.search(rf"removed what killed run {killed['run_id']} left \(\d+\.\d GB\): ", res.stderr), res.stderr
+    assert_nothing_left(ws, killed["run_id"])
+    res = pgpathbench("run", "--resume", killed["run_id"], workspace=ws)   # still resumable
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    complete(ws, killed["run_id"], 6)

@@ -3,7 +3,8 @@
 A study asks for clusters by name (`source`, `external`, ...) and maps its roles onto them.
 Every cluster made here is stopped, and the run's directory (servers/RUN: data, proxy log and
 config, scripts) removed, when the run ends, however it ends. What a killed session of the
-same run left (servers, proxy, namespaces, files) is removed when the run resumes.
+same run left (servers, proxy, namespaces, files) is removed when the run resumes, or when any
+other run starts (`clear_killed_runs`).
 """
 
 from __future__ import annotations
@@ -212,6 +213,21 @@ class Servers:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def clear_killed_runs(workspace: Workspace, bins: PgBinaries, runs: list[dict], current: str) -> list[str]:
+    """What runs killed on this host left: their servers' data (tens of GB at the paper presets),
+    which their resume would not use (it starts from clean data). Their databases on user servers
+    stay for their resume or 'pgpathbench clean' (it has their DSNs)."""
+    said = []
+    for run in runs:
+        root = workspace.run_servers_dir(run["run_id"])
+        if run["status"] != "killed" or run["run_id"] == current or not root.is_dir():
+            continue
+        size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
+        done = Servers(workspace, run["run_id"], bins).clear_leftovers()
+        said.append(f"removed what killed run {run['run_id']} left ({size / 1e9:.1f} GB): " + "; ".join(done))
+    return said
 
 
 def stop_recorded_proxy(pid_file: Path) -> str | None:
