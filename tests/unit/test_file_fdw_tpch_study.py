@@ -214,6 +214,15 @@ def test_disk_needed_for_the_paper_scale():
     assert disk_needed(10, ("single",), True, True) < disk_needed(10, ("single",), False, False) < full
 
 
+def test_disk_needed_without_the_single_layout_counts_only_its_shared_tables():
+    """Scale-out alone at SF 10 held 2.0 GB of small tables on the coordinator and 5.6 GB of
+    lineitem and orders per worker (plus WAL); the check asked 54 GB as if lineitem and orders
+    were loaded on the coordinator too."""
+    scaleout = disk_needed(10, ("scaleout",), True, True)
+    assert scaleout == pytest.approx(disk_needed(10, ("single", "scaleout"), True, True) - 11.8e9, abs=0.5e9)
+    assert 2.0e9 + 2 * 5.6e9 + 20e9 < scaleout < 45e9
+
+
 # --- parse rate --------------------------------------------------------------------------------------
 def test_parse_rate_the_seeds_arithmetic():
     rate, per_core = parse_rate(int(7.2e9), 200.0)           # seed 002: 7.2 GB in about 200 s, one core

@@ -135,6 +135,7 @@ def parse_timeout(v: str) -> int:
 _FILES_PER_SF = 1.1e9           # the .tbl files
 _PARTS_PER_SF = 0.95e9          # lineitem and orders again, in parts
 _SINGLE_PER_SF = 1.4e9          # the regular tables of the single layout
+_SHARED_PER_SF = 0.22e9         # its small tables only, which the other layouts share (2.0 GB at SF 10)
 _PARTITIONED_PER_SF = 1.2e9     # lineitem and orders once more, per further layout
 _WAL_PER_CLUSTER = 2.5e9        # COPY is WAL-logged; max_wal_size 2GB caps what is kept
 # The queries' temporary files (one query at a time): at SF 10 a warm-up query filled the 20.5 GB
@@ -160,12 +161,13 @@ def disk_needed(scale: float, layouts, cached_files: bool, cached_parts: bool, p
     files = 0 if cached_files else _FILES_PER_SF * scale
     if not managed:
         return files + 0.5e9
-    need = (_SINGLE_PER_SF + _SPILL_PER_SF) * scale + files
+    single = _SINGLE_PER_SF if "single" in layouts else _SHARED_PER_SF
+    need = (single + _SPILL_PER_SF) * scale + files
     others = [la for la in layouts if la != "single"]
     if others and not cached_parts:
         need += _PARTS_PER_SF * scale
     need += _PARTITIONED_PER_SF * scale * len(others)
-    main_loads = (_SINGLE_PER_SF + (_PARTITIONED_PER_SF if "partitioned" in layouts else 0)) * scale
+    main_loads = (single + (_PARTITIONED_PER_SF if "partitioned" in layouts else 0)) * scale
     need += min(_WAL_PER_CLUSTER, main_loads)
     if "scaleout" in layouts:
         need += partitions * min(_WAL_PER_CLUSTER, _PARTITIONED_PER_SF * scale / partitions)
