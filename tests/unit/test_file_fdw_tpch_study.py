@@ -25,7 +25,7 @@ from pgpathbench.studies.file_fdw_tpch.spec import (CLUSTER_SETTINGS, cluster_se
                                                     layout_settings, parse_query, parse_scale, scan_cores,
                                                     search_path)
 from pgpathbench.studies.file_fdw_tpch.checks import warm_up_and_check
-from pgpathbench.studies.file_fdw_tpch.study import Shape, check_disk
+from pgpathbench.studies.file_fdw_tpch.study import Shape, check_disk, warmup_line
 
 STUDY = STUDIES["file-fdw-tpch"]
 
@@ -312,6 +312,14 @@ def test_a_query_past_temp_file_limit_goes_unchecked_in_the_warm_up():
     assert answers["q3"]["unchecked"] == ["foreign/scaleout: temporary file size exceeds temp_file_limit (64kB)"]
     assert answers["q3"]["agreeing"] == ["regular/single", "foreign/single", "regular/scaleout"]
     assert digests == {"q3": answer_digest(good)}
+    line = warmup_line(4, 442.1, answers, {"checked": False})
+    assert line == ("warm-up run and answer checks of 4 cases in 442.1 s: every answer that finished agrees; "
+                    "not finished, so not checked: q3 foreign/scaleout: temporary file size exceeds "
+                    "temp_file_limit (64kB)")
+    conns[("scaleout", "foreign")] = FakeConn(good)
+    answers, _, _ = warm_up_and_check(conns, None, Shape(10.0, 2, ("single", "scaleout"), ("q3",)))
+    assert warmup_line(4, 1.0, answers, {"checked": True, "version": "1.1"}) == (
+        "warm-up run and answer checks of 4 cases in 1.0 s: every answer agrees (and with DuckDB 1.1)")
 
 
 @pytest.mark.parametrize("storage, query", [("regular", "q6"), ("foreign", "q3"), ("foreign", "q6")])

@@ -162,9 +162,7 @@ class FileFdwTpch(Declared):
         t0 = time.monotonic()
         answers, duck, digests = checks.warm_up_and_check(conns, files, shape)
         facts.update(answers=answers, duckdb=duck, warmup_and_check_s=round(time.monotonic() - t0, 3))
-        env.log(f"warm-up run and answer checks of {len(shape.queries) * len(shape.sides)} cases in "
-                f"{facts['warmup_and_check_s']:.1f} s: every answer agrees"
-                + (f" (and with DuckDB {duck['version']})" if duck.get("checked") else ""))
+        env.log(warmup_line(len(shape.queries) * len(shape.sides), facts["warmup_and_check_s"], answers, duck))
         if duck.get("checked"):
             tools["duckdb"] = duck["version"]
         facts["plans"] = {f"{q}:{st}:{la}": v for (q, la, st), v in plans.items()}
@@ -232,6 +230,16 @@ def scan_metrics(nbytes: int, seconds: float, cores: int) -> dict:
     rate, per_core = parse_rate(nbytes, seconds, cores)
     return {"bytes_scanned": nbytes, "scan_cores": cores, "mb_per_s": round(rate, 2),
             "mb_per_s_per_core": round(per_core, 2)}
+
+
+def warmup_line(cases: int, seconds: float, answers: dict, duck: dict) -> str:
+    """The warm-up's line; the cases it could not finish (a timeout, temp_file_limit) are named:
+    their answers were not checked, and their measurements will most likely fail alike."""
+    unfinished = [f"{q} {why}" for q, a in answers.items() for why in a["unchecked"]]
+    agree = "every answer that finished agrees" if unfinished else "every answer agrees"
+    return (f"warm-up run and answer checks of {cases} cases in {seconds:.1f} s: {agree}"
+            + (f" (and with DuckDB {duck['version']})" if duck.get("checked") else "")
+            + (f"; not finished, so not checked: {'; '.join(unfinished)}" if unfinished else ""))
 
 
 def check_disk(ws, files: TpchFiles, shape: Shape, managed: bool = True) -> tuple[float, float]:
