@@ -20,6 +20,8 @@ import pytest
 
 from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps, spawn_pgpathbench
 from pgpathbench.errors import ServerRefused
+from pgpathbench.servers.ledger import MARK, Ledger
+from pgpathbench.servers.user import parse_server
 from pgpathbench.tools import pgbench
 from user_server import UserServer, assert_no_secret, expected_fingerprint, source_and_external, use_passfile
 
@@ -58,7 +60,7 @@ def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspac
     # constant, so once its 5000 entries are full, evictions void a pass's count (said, not guessed).
     remote = by_target["fdw_external"] + by_target["fdw_external_ro"]
     counted = [m["metrics"]["remote_statements_per_txn"] for m in remote if "remote_statements_per_txn" in m["metrics"]]
-    assert counted and all(4 <= c < 8 for c in counted), counted
+    assert counted and all(4 <= c < 8 for c in counted), (counted, [m["evidence"]["missing"] for m in remote])
     assert all("evicted" in m["evidence"]["missing"]["source.statement_pass"]
                for m in remote if "remote_statements_per_txn" not in m["metrics"])
     # The real link from here, and the FDW hop from the external server, probed every round.
@@ -231,6 +233,23 @@ def test_a_server_error_while_preparing_is_one_line_and_leaves_nothing(servers, 
         assert "canceling statement due to statement timeout; run " in last, last
         assert "'pgpathbench run --resume" in last, last
         assert src.ours() == []
+
+
+def test_our_databases_are_dropped_whatever_the_roles_statement_timeout(servers, workspace_root):
+    """The clean-up runs as the user's role: its statement_timeout (1ms here) must not cancel the
+    DROP of a database of ours (15's DROP DATABASE waits for a checkpoint; with the 20ms of the test
+    above it was cancelled now and then, and the database stayed)."""
+    src, _ext = servers
+    with hasty_role(src, "1ms") as dsn:
+        run_id, db = "20990101-000000-0000", "pgpathbench_0000_source"
+        with src.connect("dba", "postgres") as conn:
+            conn.execute(f'CREATE DATABASE "{db}" OWNER hasty')
+            conn.execute(f"COMMENT ON DATABASE \"{db}\" IS '{MARK} {run_id}, role source'")
+        ledger = Ledger(workspace_root / "ws-ledger-timeout")
+        ledger.add(run_id, "source", dsn, db)
+        said = ledger.drop(run_id, "source", parse_server(f"source={dsn} dbname=postgres").connect)
+        assert said == [f"dropped database {db} on {dsn}"], said
+        assert src.ours() == [] and ledger.entries() == []
 
 
 def test_pgbench_init_cancelled_by_the_server_is_its_refusal(servers, workspace_root):

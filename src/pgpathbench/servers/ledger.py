@@ -65,6 +65,10 @@ class Ledger:
         if not mine:
             return said
         with connect() as conn:
+            # The role's own timeouts are for its queries: our clean-up must not be cancelled halfway
+            # (15's DROP DATABASE waits for a checkpoint), or a database of ours stays behind.
+            conn.execute("SET statement_timeout = 0")
+            conn.execute("SET lock_timeout = 0")
             for e in mine:
                 said.append(drop_database(conn, e))
                 self.forget(e["run_id"], e["database"], e["dsn"])
