@@ -13,11 +13,12 @@ mode's untimed statement passes, after its timed run (studies/fdw_overhead/state
 
     .venv/bin/python bench/evidence_overhead.py [--rounds 10] [--minutes M] [--duration 5] [--workload ro,rw] [--pg 15]
                                                 [--target local,fdw_external] [--affinity] [--save FILE] [--workspace DIR]
-                                                [--without sampler,log,passes]
+                                                [--without sampler,log,passes] [--log-lines N]
 
 --without leaves parts out of the "on" mode, to find what costs: the wait-event sampler, pgbench's
 log (and -P 1), the statement passes after an FDW measurement. "on" is then no longer what a run
-collects: an investigation, not the benchmark's verdict.
+collects: an investigation, not the benchmark's verdict. --log-lines sets how many transactions a
+second pgbench's log samples per thread (pgbench_log.LOG_LINES_PER_THREAD_S), to weigh that cost.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from pgpathbench.stats import ratio_summary
 from pgpathbench.studies import get
 from pgpathbench.studies.base import StudyEnv
 from pgpathbench.studies.fdw_overhead import statements
-from pgpathbench.tools import pgbench
+from pgpathbench.tools import pgbench, pgbench_log
 from pgpathbench.workspace import Workspace
 
 TARGET = 1.02
@@ -88,6 +89,8 @@ def main() -> int:
     ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
     ap.add_argument("--without", type=lambda v: [p for p in v.split(",") if p], default=[],
                     help=f"leave these parts out of the \"on\" mode ({', '.join(PARTS)}): an investigation")
+    ap.add_argument("--log-lines", type=int, default=pgbench_log.LOG_LINES_PER_THREAD_S,
+                    help="transactions a second per pgbench thread its log samples in \"on\" (default %(default)s)")
     ap.add_argument("--save", metavar="FILE", help="also write every measured TPS there (JSON), per case, mode and round; "
                                                    "rewritten after each round")
     ap.add_argument("--affinity", action="store_true",
@@ -96,6 +99,9 @@ def main() -> int:
     args = ap.parse_args()
     if set(args.without) - set(PARTS):
         ap.error(f"--without: one or more of {', '.join(PARTS)}")
+    if args.log_lines < 1:
+        ap.error("--log-lines: a positive number of transactions a second")
+    pgbench_log.LOG_LINES_PER_THREAD_S = args.log_lines
     study = get("fdw-overhead")
     parsed = build_parser().parse_args(["run", "fdw-overhead", "--preset", "quick", "--workload", args.workload,
                                         "--target", args.target, "--duration", str(args.duration),
@@ -170,7 +176,7 @@ def save(args, tps: dict) -> None:
     path = Path(args.save)
     tmp = path.with_name(path.name + ".part")
     tmp.write_text(json.dumps({"pg": args.pg, "duration_s": args.duration, "affinity": args.affinity,
-                               "without": args.without, "tps": tps}, indent=1))
+                               "without": args.without, "log_lines": args.log_lines, "tps": tps}, indent=1))
     tmp.replace(path)
 
 
