@@ -36,6 +36,7 @@ from pathlib import Path
 
 from pgpathbench.cli_parser import build_parser, study_options
 from pgpathbench.evidence import collect
+from pgpathbench.files import write_atomically
 from pgpathbench.runner import Taken, signals_interrupt, take_measurement
 from pgpathbench.servers import binaries
 from pgpathbench.servers.topology import Servers
@@ -108,18 +109,20 @@ def main() -> int:
                                         "--pg", args.pg])
     on = study_options(study, parsed)
     off = dataclasses.replace(on, params={**on.params, "evidence": "off"})
+    tps: dict = {c.case_id: {"on": {}, "off": {}} for c in study.cases(on)}
     try:
-        with signals_interrupt():   # SIGTERM too: the servers are stopped and removed, --save keeps the rounds
-            tps = measure(study, on, off, args)
-    except KeyboardInterrupt:
+        with signals_interrupt():   # SIGTERM too: the servers are stopped and removed
+            measure(study, on, off, args, tps)
+    except KeyboardInterrupt:       # the rounds measured so far are summarised (a half round pairs nothing)
         print("interrupted", file=sys.stderr)
-        if not args.save or not Path(args.save).exists():
-            return 130
-        tps = saved_tps(Path(args.save))
     print(f"{'case':<28} {'TPS off / on':>13}  95% CI")
     ok = True
     for case_id, by_mode in tps.items():
         r = ratio_summary(by_mode["off"], by_mode["on"])
+        if r is None:
+            print(f"{case_id:<28} no round measured")
+            ok = False
+            continue
         ok &= r.ci_high < TARGET
         print(f"{case_id:<28} {r.median:>13.4f}  {r.ci_text}  n={r.n}")
     print(f"{'ok  ' if ok else 'FAIL'} collection costs under {100 * (TARGET - 1):.0f}% of TPS "
@@ -127,12 +130,12 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def measure(study, on, off, args) -> dict[str, dict[str, dict[int, float]]]:
-    """case id -> mode -> round -> TPS; both modes of every case in each round, adjacent."""
+def measure(study, on, off, args, tps: dict[str, dict[str, dict[int, float]]]) -> None:
+    """Fills tps (case id -> mode -> round -> TPS) as it goes; both modes of every case in each
+    round, adjacent."""
     ws = Workspace.open(args.workspace)
     bins = binaries.resolve(int(args.pg), workspace=ws)
     cases = study.cases(on)
-    tps: dict = {c.case_id: {"on": {}, "off": {}} for c in cases}
     with Servers(ws, f"bench-evidence-{secrets.token_hex(2)}", bins, log=print) as servers:
         env_on = StudyEnv(on, args.pg, bins, servers.scoped(int(args.pg), bins), print)
         cpus = sorted(os.sched_getaffinity(0))
@@ -161,23 +164,9 @@ def measure(study, on, off, args) -> dict[str, dict[str, dict[int, float]]]:
                                for c in cases)
             print(f"round {round_no}/{args.rounds}: off / on {ratios}", file=sys.stderr)
             if args.save:   # after every round: a run stopped early keeps what it measured
-                save(args, tps)
-    return tps
-
-
-def saved_tps(path: Path) -> dict[str, dict[str, dict[int, float]]]:
-    """measure()'s result as --save wrote it (JSON keys are strings: the rounds become ints again)."""
-    tps = json.loads(path.read_text())["tps"]
-    return {case: {mode: {int(r): v for r, v in by_round.items()} for mode, by_round in modes.items()}
-            for case, modes in tps.items()}
-
-
-def save(args, tps: dict) -> None:
-    path = Path(args.save)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps({"pg": args.pg, "duration_s": args.duration, "affinity": args.affinity,
-                               "without": args.without, "log_lines": args.log_lines, "tps": tps}, indent=1))
-    tmp.replace(path)
+                write_atomically(Path(args.save), json.dumps(
+                    {"pg": args.pg, "duration_s": args.duration, "affinity": args.affinity, "without": args.without,
+                     "log_lines": args.log_lines, "tps": tps}, indent=1))
 
 
 if __name__ == "__main__":
