@@ -107,9 +107,9 @@ def test_progress_series_adds_what_pgbench_counted_after_its_last_report():
 
 def test_sampling_rate_keeps_logged_lines_per_thread_bounded():
     assert sampling_rate(None, 1) == 1.0                           # not known yet: every transaction
-    assert sampling_rate(400, 1) == 1.0
-    assert sampling_rate(18000, 1) == pytest.approx(500 / 18000, rel=1e-3)
-    assert sampling_rate(18000, 2) == pytest.approx(1000 / 18000, rel=1e-3)
+    assert sampling_rate(90, 1) == 1.0
+    assert sampling_rate(18000, 1) == pytest.approx(100 / 18000, rel=1e-3)
+    assert sampling_rate(18000, 2) == pytest.approx(200 / 18000, rel=1e-3)
     assert sampling_rate(1e9, 1) > 0
 
 

@@ -15,12 +15,14 @@ With -j N pgbench writes one file per thread: PREFIX.PID, then PREFIX.PID.1 .. P
 The pure functions here read those lines (`parse_transaction_log`), rank the latencies of the
 successful transactions (`latency_figures`, METRICS). The log is written to tmpfs when the machine
 has one (`scratch.tmpfs_or_tmp`): its writes then stay in memory. They still cost pgbench's thread
-an fprintf per logged transaction: about 2 µs (-S -c1 against a local PostgreSQL 15 here: 12.3
-against 10.4 µs of pgbench's CPU per transaction), 3.5% of a 55 µs transaction. So only a random
-sample of at most LOG_LINES_PER_THREAD_S transactions a second per thread is logged
-(--sampling-rate, `sampling_rate`), 0.1% of a thread's time, at the rate the case ran before
-(its first run logs every transaction). The per-second series comes from pgbench's own counters
-instead (-P 1, `progress_series`), exact whatever is logged.
+an fprintf per logged transaction: about 2 µs on one machine here (-S -c1 against a local
+PostgreSQL 15: 12.3 against 10.4 µs of pgbench's CPU per transaction), about 4 µs on another
+(through postgres_fdw: 15.1 against 11.1). Logging 500 a second cost that FDW case 1-2% of its TPS,
+more than the CPU it adds, and 100 a second nothing measurable (bench/evidence_overhead.py,
+--log-lines). So only a random sample of at most LOG_LINES_PER_THREAD_S transactions a second per
+thread is logged (--sampling-rate, `sampling_rate`), at the rate the case ran before (its first
+run logs every transaction). The per-second series comes from pgbench's own counters instead
+(-P 1, `progress_series`), exact whatever is logged.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Iterable
 from .. import scratch
 from ..metrics import Metric
 
-LOG_LINES_PER_THREAD_S = 500    # x about 2 µs each: 0.1% of a thread's second
+LOG_LINES_PER_THREAD_S = 100    # x 2-4 µs each: under 0.05% of a thread's second
 FILE_PREFIX = "tx"                          # --log-prefix inside it
 NOT_SUCCESSFUL = {"failed": "failed", "serialization": "failed", "deadlock": "failed", "other": "failed",
                   "skipped": "skipped"}
@@ -49,8 +51,8 @@ METRICS = (
     Metric("latency_max_ms", "ms", "lower", "largest latency of a successful transaction, its retries included, "
            "in pgbench's per-transaction log (-l; of the sample when latency_log_rate is below 1)"),
     Metric("latency_log_rate", "1", "none", "share of the transactions pgbench logged (--sampling-rate, drawn at "
-           "random; 1 = every one): below 1 when the case runs above 500 transactions a second per pgbench "
-           "thread (from its second run on)"),
+           f"random; 1 = every one): below 1 when the case runs above {LOG_LINES_PER_THREAD_S} transactions a "
+           "second per pgbench thread (from its second run on)"),
 )
 
 
