@@ -109,10 +109,11 @@ def main() -> int:
                                         "--pg", args.pg])
     on = study_options(study, parsed)
     off = dataclasses.replace(on, params={**on.params, "evidence": "off"})
-    tps: dict = {c.case_id: {"on": {}, "off": {}} for c in study.cases(on)}
+    cases = study.cases(on)
+    tps: dict = {c.case_id: {"on": {}, "off": {}} for c in cases}
     try:
         with signals_interrupt():   # SIGTERM too: the servers are stopped and removed
-            measure(study, on, off, args, tps)
+            measure(study, cases, on, off, args, tps)
     except KeyboardInterrupt:       # the rounds measured so far are summarised (a half round pairs nothing)
         print("interrupted", file=sys.stderr)
     print(f"{'case':<28} {'TPS off / on':>13}  95% CI")
@@ -130,12 +131,11 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def measure(study, on, off, args, tps: dict[str, dict[str, dict[int, float]]]) -> None:
+def measure(study, cases, on, off, args, tps: dict[str, dict[str, dict[int, float]]]) -> None:
     """Fills tps (case id -> mode -> round -> TPS) as it goes; both modes of every case in each
     round, adjacent."""
     ws = Workspace.open(args.workspace)
     bins = binaries.resolve(int(args.pg), workspace=ws)
-    cases = study.cases(on)
     with Servers(ws, f"bench-evidence-{secrets.token_hex(2)}", bins, log=print) as servers:
         env_on = StudyEnv(on, args.pg, bins, servers.scoped(int(args.pg), bins), print)
         cpus = sorted(os.sched_getaffinity(0))
