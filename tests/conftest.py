@@ -27,12 +27,13 @@ def workspace_root():
     shutil.rmtree(root, ignore_errors=True)
 
 
-def started_cluster(name: str, root: Path, settings: dict | None = None):
-    """A managed PostgreSQL 15 a test module uses on its own (yield it from a fixture), removed after."""
+def started_cluster(name: str, root: Path, settings: dict | None = None, **kw):
+    """A managed PostgreSQL 15 a test module uses on its own (yield it from a fixture), removed after;
+    kw: Cluster's other fields (tcp_auth)."""
     from pgpathbench.procs import OsUser
     from pgpathbench.servers.binaries import resolve
     from pgpathbench.servers.cluster import Cluster
-    c = Cluster(name, root / name, resolve(15), OsUser.for_servers(), settings or {})
+    c = Cluster(name, root / name, resolve(15), OsUser.for_servers(), settings or {}, **kw)
     c.start()
     try:
         yield c

@@ -86,6 +86,19 @@ def test_a_user_remote_server_is_reached_over_tcp_and_links_need_no_hostname_che
     assert STUDY.refine(verify_ca, {"latency"}) == verify_ca
 
 
+def test_tcp_auth_is_the_managed_servers_alone():
+    """--tcp-auth md5 rewrites a managed server's pg_hba.conf and stored password: never a user's."""
+    md5 = StudyOptions(STUDY.name, "standard", 3, {"servers": {"remote": "host=db2"}, "tcp_auth": "md5"},
+                       dict(STUDY.default_dims))
+    with pytest.raises(UserError, match=r"^--tcp-auth: your server \(--server remote\) checks passwords as its "
+                                        "pg_hba.conf says.*; leave --tcp-auth out$"):
+        STUDY.refine(md5, set())
+    scram = StudyOptions(md5.study, md5.preset, 3, {**md5.params, "tcp_auth": "scram-sha-256"}, md5.dims)
+    assert STUDY.refine(scram, set()) == scram                     # the default changes nothing of theirs
+    managed = StudyOptions(md5.study, md5.preset, 3, {"tcp_auth": "md5"}, md5.dims)
+    assert STUDY.refine(managed, set()) == managed
+
+
 def test_seed_exclusions():
     cases = STUDY.cases(options())
     methods = {(c["interface"], c["method"]) for c in cases}

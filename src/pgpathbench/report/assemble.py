@@ -93,8 +93,22 @@ def study_section(run: RunResult, studies) -> StudySection:
 
 
 def run_option_tables(run: RunResult, study) -> list[Table]:
-    """What the run's options did: --set's settings, --until-ci's rounds per case."""
-    return [t for t in (settings_table(run), convergence_table(run, study)) if t is not None]
+    """What the run's options did: its knobs of one value, --set's settings, --until-ci's rounds per case."""
+    return [t for t in (run_knobs_table(run, study), settings_table(run), convergence_table(run, study))
+            if t is not None]
+
+
+def run_knobs_table(run: RunResult, study) -> Table | None:
+    """The study's knob parameters (a setting deciding a path's cost, one value for the whole run) as
+    the run stored them; a run stored before one existed lacks it."""
+    (options,) = run.options.get("studies", [{}])
+    params = options.get("params") or {}
+    rows = [[f"--{name.replace('_', '-')}", str(params[name]), p.help]
+            for name, p in study.parameters.items() if p.knob and name in params]
+    if not rows:
+        return None
+    return Table("Knobs of the whole run", ["option", "value", "what it decides"], rows,
+                 ["The same for every case; compare accepts runs that differ in them and names them."], align_left=3)
 
 
 def convergence_table(run: RunResult, study) -> Table | None:

@@ -3,12 +3,12 @@
 Never as root: data, socket and log directories belong to an unprivileged user. The server
 listens on 127.0.0.1 only, on a free port found at start and kept by restart(); its unix socket
 sits in a private 0700 directory (trust there, since only its owner can reach it); TCP needs a
-generated password (scram-sha-256) kept 0600 beside the data, and a 0600 password file in libpq's
-format beside it (`passfile`). No conninfo of ours holds the password: a client gets it from that
-file, named by PGPASSFILE in its environment (`client_env`) or by libpq's `passfile` keyword
-in-process, so that it never appears on a command line (/proc/PID/cmdline is world-readable; a
-0600 file is not). The postmaster is our child with PDEATHSIG=SIGINT, so a fast shutdown follows
-the tool wherever it dies.
+generated password kept 0600 beside the data, checked by scram-sha-256 (or md5, when a run asks:
+`tcp_auth`), and a 0600 password file in libpq's format beside it (`passfile`). No conninfo of
+ours holds the password: a client gets it from that file, named by PGPASSFILE in its environment
+(`client_env`) or by libpq's `passfile` keyword in-process, so that it never appears on a command
+line (/proc/PID/cmdline is world-readable; a 0600 file is not). The postmaster is our child with
+PDEATHSIG=SIGINT, so a fast shutdown follows the tool wherever it dies.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Mapping
 
 import psycopg
+import psycopg.sql
 
 from ..errors import UserError
 from ..evidence import Watched
@@ -36,6 +37,7 @@ SUPERUSER = "pgpathbench"
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
 RESTART_BIND_TRIES = 5
+TCP_AUTH = ("scram-sha-256", "md5")   # what a TCP client's password is checked by (pg_hba.conf's method)
 MAX_SOCKET_DIR = 107 - len("/.s.PGSQL.65535") - 1  # sun_path is 108 bytes with its NUL
 
 
@@ -63,6 +65,7 @@ class Cluster:
     settings: dict[str, str] = field(default_factory=dict)
     port: int | None = None
     netns: dict | None = None       # when the server sits on its own network stack (see network.py)
+    tcp_auth: str = TCP_AUTH[0]     # pg_hba.conf's method for TCP, and the stored password's form
     _proc: subprocess.Popen | None = field(default=None, repr=False)
 
     # -- paths ------------------------------------------------------------------------------
@@ -143,10 +146,10 @@ class Cluster:
     def _write_settings(self) -> None:
         # Only loopback TCP (and the namespace's own address), only with a password; the socket
         # directory is private.
-        hba = "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+        hba = f"local all all trust\nhost all all 127.0.0.1/32 {self.tcp_auth}\n"
         listen = "127.0.0.1"
         if self.netns:
-            hba += f"host all all {self.netns['host_addr']}/32 scram-sha-256\n"
+            hba += f"host all all {self.netns['host_addr']}/32 {self.tcp_auth}\n"
             listen += f",{self.netns['ns_addr']}"
         (self.data / "pg_hba.conf").write_text(hba)
         conf = {
@@ -167,6 +170,7 @@ class Cluster:
         for attempt in range(5):
             self.port = free_port()
             if self._launch():
+                self._store_password_for_auth()
                 return self
             if "could not bind" not in self.log_tail():  # a port race is retried, anything else is not
                 break
@@ -210,6 +214,19 @@ class Cluster:
                 time.sleep(0.05)
         self.stop()
         return False
+
+    def _store_password_for_auth(self) -> None:
+        """The password stored in the form tcp_auth checks: md5 checks by md5 only a stored md5 hash
+        (a SCRAM secret makes PostgreSQL use SCRAM whatever pg_hba.conf says). libpq computes the form
+        here, so that the password never reaches the server in clear, and the statement is not logged."""
+        with self.connect() as conn:
+            stored = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (SUPERUSER,)).fetchone()[0]
+            if stored.startswith("md5" if self.tcp_auth == "md5" else "SCRAM-SHA-256$"):
+                return
+            secret = conn.pgconn.encrypt_password(self.password.encode(), SUPERUSER.encode(), self.tcp_auth.encode())
+            conn.execute("SET log_statement = 'none'")
+            conn.execute(psycopg.sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                psycopg.sql.Identifier(SUPERUSER), psycopg.sql.Literal(secret.decode())))
 
     def stop(self, immediate: bool = False) -> None:
         """Fast shutdown (immediate: no shutdown checkpoint, for data about to be removed), waited
@@ -321,7 +338,7 @@ class Cluster:
         return {"version": version, "major": self.bins.major, "settings": settings,
                 "binaries": getattr(self.bins, "origin", str(self.bins.bindir)),
                 "client_tools_major": getattr(self.bins, "client_major", self.bins.major),
-                "auth": {"local": "trust (private 0700 socket dir)", "tcp": "scram-sha-256"}}
+                "auth": {"local": "trust (private 0700 socket dir)", "tcp": self.tcp_auth}}
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -19,7 +19,7 @@ from ..errors import UserError
 from ..procs import cmdline, pid_alive
 from ..workspace import Workspace
 from .binaries import PgBinaries
-from .cluster import Cluster, postmaster_pid, socket_dir, stop_pid
+from .cluster import TCP_AUTH, Cluster, postmaster_pid, socket_dir, stop_pid
 from .netns import create_netns, remove_netns_links
 from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt
 from .ledger import Ledger
@@ -69,7 +69,8 @@ class Servers:
         return ServerScope(self, f"pg{major}_", bins)
 
     def cluster(self, name: str, settings: dict[str, str] | None = None, remote: bool = False,
-                bandwidth_kbit: int | None = None, bins: PgBinaries | None = None) -> Cluster:
+                bandwidth_kbit: int | None = None, bins: PgBinaries | None = None,
+                tcp_auth: str = TCP_AUTH[0]) -> Cluster:
         """A started cluster named `name` for this run (made fresh on first request).
 
         A remote role sits on its own network stack when we can make one (root): a network
@@ -77,7 +78,8 @@ class Servers:
         on loopback and links are proxies only (said once).
         """
         if name not in self.clusters:
-            c = Cluster(name, self.root / name, bins or self.bins, self.workspace.server_user, settings or {})
+            c = Cluster(name, self.root / name, bins or self.bins, self.workspace.server_user, settings or {},
+                        tcp_auth=tcp_auth)
             c.remove()  # a resumed run starts from clean data, never from a killed run's leftovers
             if remote:
                 c.netns = self._namespace(name, bandwidth_kbit)
@@ -249,15 +251,15 @@ class ServerScope:
         self.servers, self.prefix, self.bins = servers, prefix, bins
 
     def cluster(self, name: str, settings: dict[str, str] | None = None, remote: bool = False,
-                bandwidth_kbit: int | None = None) -> Cluster:
-        return self.servers.cluster(self.prefix + name, settings, remote, bandwidth_kbit, self.bins)
+                bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0]) -> Cluster:
+        return self.servers.cluster(self.prefix + name, settings, remote, bandwidth_kbit, self.bins, tcp_auth)
 
     def server(self, role: str, settings: dict[str, str] | None = None, remote: bool = False,
-               bandwidth_kbit: int | None = None) -> Server:
+               bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0]) -> Server:
         """The role's server: the user's (--server ROLE=DSN), else a managed cluster named after it
-        (settings, remote and bandwidth are the managed one's)."""
+        (settings, remote, bandwidth and TCP authentication are the managed one's)."""
         user = self.servers.user_server(role)
-        return user if user is not None else self.cluster(role, settings, remote, bandwidth_kbit)
+        return user if user is not None else self.cluster(role, settings, remote, bandwidth_kbit, tcp_auth)
 
     def clusters(self) -> list[Cluster]:
         """The managed servers of this major started so far, in start order."""

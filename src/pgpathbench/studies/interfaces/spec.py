@@ -18,6 +18,7 @@ from ...clients import CLIENTS, ITERATION_METRICS
 from ...datasets.seed003 import QUERIES, SEED_ID
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
+from ...servers.cluster import TCP_AUTH
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools.spawn import process_figures as spawn_figures, process_metrics
 from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
@@ -59,6 +60,12 @@ def parse_jvm_options(v: str) -> str:
     if any(not o.startswith("-") or o in ("-jar", "-cp", "-classpath") for o in opts):
         raise ValueError(f"'{v}': give JVM options only (each starting with '-', no -jar or -cp)")
     return " ".join(opts)
+
+
+def parse_tcp_auth(v: str) -> str:
+    if v not in TCP_AUTH:
+        raise ValueError(f"unknown value '{v}'; choose {' or '.join(TCP_AUTH)}")
+    return v
 
 
 def parse_fetch(v: str) -> str:
@@ -172,6 +179,11 @@ PARAMETERS = {
                              "the serial collector, one thread as the client is, and a small initial heap, so "
                              "that its resident set follows what the driver holds)", parse_jvm_options,
                              DEFAULT_JVM_OPTIONS),
+    "tcp_auth": Parameter("tcp_auth", "how the managed servers check a TCP client's password: scram-sha-256 "
+                          "(4,096 HMAC-SHA-256 iterations in the client at every connection) or md5 (the password "
+                          "stored as an md5 hash: one hash a connection, as before PostgreSQL 10); the unix "
+                          "socket asks no password",
+                          parse_tcp_auth, TCP_AUTH[0], knob=True),
     "timeout": Parameter("timeout", "seconds one client run may take before it is killed",
                          parse_positive("seconds"), 3600),
     "bandwidth": BANDWIDTH,

@@ -48,6 +48,7 @@ from ...matrix import Case, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import guc, user
+from ...servers.cluster import TCP_AUTH
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
 from ...tools.psql_copy import CopyFailed, Reference, copy_reference
@@ -64,9 +65,13 @@ class Interfaces(Declared):
     def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
         """A user server serves its DSN's transport only: the local role's other one is refused when
         --transport names it, left out otherwise (prepare() says so)."""
-        remote = user.from_stored(options.params).get(REMOTE_ROLE)
+        dsns = user.from_stored(options.params)
+        remote = dsns.get(REMOTE_ROLE)
         if remote is not None and "remote" in options.dims["transport"]:
             _check_remote(remote, options)
+        if dsns and options.params.get("tcp_auth", TCP_AUTH[0]) != TCP_AUTH[0]:
+            raise UserError(f"--tcp-auth: your server (--server {', '.join(sorted(dsns))}) checks passwords as its "
+                            "pg_hba.conf says, which pgpathbench never changes; leave --tcp-auth out")
         return refine_local(options, given)
 
     def cases(self, options: StudyOptions) -> list[Case]:
@@ -98,9 +103,10 @@ class Interfaces(Declared):
         p, transports = env.options.params, env.options.dims["transport"]
         env.state["queries"] = {**QUERIES, **user_queries.given(p)}
         t0 = time.monotonic()
-        local = env.servers.server(LOCAL_ROLE) if {"unix", "tcp"} & set(transports) else None
+        auth = p.get("tcp_auth", TCP_AUTH[0])     # a run stored before --tcp-auth: scram-sha-256
+        local = env.servers.server(LOCAL_ROLE, tcp_auth=auth) if {"unix", "tcp"} & set(transports) else None
         # The seed's other machine: a second server, on its own network stack when we can make one.
-        remote = env.servers.server(REMOTE_ROLE, remote=True, bandwidth_kbit=p.get("bandwidth")) \
+        remote = env.servers.server(REMOTE_ROLE, remote=True, bandwidth_kbit=p.get("bandwidth"), tcp_auth=auth) \
             if "remote" in transports else None
         servers = [c for c in (local, remote) if c is not None]
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
