@@ -159,7 +159,8 @@ def fake_run(run_id, values):
 def registry(primary="tps", knob=True):
     dims = {"workload": Dimension("workload", "w", ("ro", "rw")),
             "protocol": Dimension("protocol", "pgbench -M", ("simple", "prepared", "extended"), knob=knob)}
-    params = {"isolation": Parameter("isolation", "i", str, knob=True), "scale": Parameter("scale", "s", int)}
+    params = {"isolation": Parameter("isolation", "i", str, knob=True), "scale": Parameter("scale", "s", int),
+              "auth": Parameter("auth", "a", str, "scram-sha-256", knob=True)}
     return {"fake": Vocabulary("fake", "Fake", (), (), dims, params, {}, {"workload": ("ro",), "protocol": ("simple",)},
                                {"tps": TPS, "latency_ms": LATENCY}, primary)}
 
@@ -247,3 +248,15 @@ def test_a_knob_parameter_is_no_environment_difference():
     assert knob_differences(a, b, registry()) == ["fake parameters: --isolation repeatable-read vs serializable"]
     c = {**run("C"), "options": {"studies": [{"study": "fake", "params": {**base, "scale": 10}}]}}
     assert environment_differences(a, c, registry()) == ["fake parameters: --scale 1 vs 10"]
+
+
+def test_a_knob_parameter_a_run_lacks_is_its_default():
+    """A run stored before a knob parameter existed ran with its default: a difference from a run that
+    set it otherwise is named, one with the default is none."""
+    old = {**run("A"), "options": {"studies": [{"study": "fake", "params": {"scale": 1}}]}}
+    md5 = {**run("B"), "options": {"studies": [{"study": "fake", "params": {"scale": 1, "auth": "md5"}}]}}
+    assert knob_differences(old, md5, registry()) == ["fake parameters: --auth scram-sha-256 vs md5"]
+    assert environment_differences(old, md5, registry()) == []
+    scram = {**md5, "options": {"studies": [{"study": "fake", "params": {"scale": 1, "auth": "scram-sha-256"}}]}}
+    assert knob_differences(old, scram, registry()) == []
+    assert knob_differences(old, old, registry()) == []
