@@ -68,6 +68,11 @@ def parse_tcp_auth(v: str) -> str:
     return v
 
 
+def tcp_auth(options) -> str:
+    """--tcp-auth of a run; scram-sha-256 for runs stored before it existed (what they ran with)."""
+    return options.params.get("tcp_auth", TCP_AUTH[0])
+
+
 def parse_fetch(v: str) -> str:
     return str(validate.whole(v, 1, None, "rows"))
 

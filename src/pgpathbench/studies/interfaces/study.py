@@ -69,7 +69,7 @@ class Interfaces(Declared):
         remote = dsns.get(REMOTE_ROLE)
         if remote is not None and "remote" in options.dims["transport"]:
             _check_remote(remote, options)
-        if dsns and options.params.get("tcp_auth", TCP_AUTH[0]) != TCP_AUTH[0]:
+        if dsns and spec.tcp_auth(options) != TCP_AUTH[0]:
             raise UserError(f"--tcp-auth: your server (--server {', '.join(sorted(dsns))}) checks passwords as its "
                             "pg_hba.conf says, which pgpathbench never changes; leave --tcp-auth out")
         return refine_local(options, given)
@@ -103,7 +103,7 @@ class Interfaces(Declared):
         p, transports = env.options.params, env.options.dims["transport"]
         env.state["queries"] = {**QUERIES, **user_queries.given(p)}
         t0 = time.monotonic()
-        auth = p.get("tcp_auth", TCP_AUTH[0])     # a run stored before --tcp-auth: scram-sha-256
+        auth = spec.tcp_auth(env.options)
         local = env.servers.server(LOCAL_ROLE, tcp_auth=auth) if {"unix", "tcp"} & set(transports) else None
         # The seed's other machine: a second server, on its own network stack when we can make one.
         remote = env.servers.server(REMOTE_ROLE, remote=True, bandwidth_kbit=p.get("bandwidth"), tcp_auth=auth) \
