@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import Callable, Iterable
 
 from ..results.model import CaseResult, Measurement, StudyResult
-from ..stats import summarise
+from ..stats import format_number, summarise
 from . import Plot, Point, Table
 
 PERCENTILES = (("p50", "latency_p50_ms", 50), ("p90", "latency_p90_ms", 90), ("p95", "latency_p95_ms", 95),
@@ -26,6 +26,15 @@ def _cell(values: Iterable[float]) -> float | None:
     """The median over rounds (None: no round gave the figure)."""
     xs = [v for v in values if v is not None]
     return statistics.median(xs) if xs else None
+
+
+def _count(values: Iterable[float]) -> str | None:
+    """A counter's median over rounds, printed as a count ("100,006", "0") whether the median of
+    an odd number of rounds (an int) or of an even number (a float) was taken."""
+    m = _cell(values)
+    if m is None:
+        return None
+    return f"{m:,.0f}" if float(m).is_integer() else format_number(m)
 
 
 def _ci(values: Iterable[float]) -> str:
@@ -144,10 +153,11 @@ def server_table(result: StudyResult) -> Table | None:
             ms = [m for m in c.ok if r in servers(m)]
             if not ms:
                 continue
-            cells = [_cell(v for m in ms if (v := database_delta(m, r, k)) is not None) for k in DATABASE_COUNTERS]
-            wal = _cell(v for m in ms if (v := servers(m)[r].get("wal", {}).get("wal_bytes")) is not None)
-            calls = _cell(sum(s["calls"] for s in servers(m)[r].get("statements", [])) for m in ms
-                          if "statements" in servers(m)[r])
+            cells = [_count(v for m in ms if (v := database_delta(m, r, k)) is not None)
+                     for k in DATABASE_COUNTERS]
+            wal = _count(v for m in ms if (v := servers(m)[r].get("wal", {}).get("wal_bytes")) is not None)
+            calls = _count(sum(s["calls"] for s in servers(m)[r].get("statements", [])) for m in ms
+                           if "statements" in servers(m)[r])
             rows.append([c.case_id, r, *cells, wal, calls])
     if not rows:
         return None
