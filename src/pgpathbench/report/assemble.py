@@ -34,7 +34,7 @@ def run_table(run: RunResult) -> Table:
             ["server", version],
             *[[f"user server {name.removeprefix('user_')}", f"{v.get('dsn')} (at {v.get('address')})"]
               for name, v in sorted(env.servers.items()) if v.get("user_server")],
-            ["client", env.tools.get("pgbench", "—")],
+            ["clients and tools", "; ".join(f"{name}: {v}" for name, v in sorted(env.tools.items())) or "—"],
             ["machine", f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, "
                         f"{(m.get('memory_bytes') or 0) / 2**30:.1f} GiB, kernel {m.get('kernel', '?')}"],
             ["sessions", str(len(run.environment.sessions))]]

@@ -1,8 +1,12 @@
-"""The report's evidence tables (report/evidence.py) over measurements built by hand."""
+"""Report tables: the evidence tables over measurements built by hand, the run table over a
+stored run (docs/runs)."""
 
 from __future__ import annotations
 
-from pgpathbench.report import evidence
+from pathlib import Path
+
+from pgpathbench.report import assemble, evidence
+from pgpathbench.results import exported
 from pgpathbench.results.model import CaseResult, Measurement, StudyResult
 
 
@@ -30,3 +34,12 @@ def test_counters_print_as_counts_whatever_the_number_of_rounds():
 def test_a_median_between_two_counts_keeps_its_half():
     row = server_rows(2)[0]
     assert row["WAL bytes"] == "107.5"
+
+
+def test_the_run_table_names_every_client_the_run_used():
+    # an interfaces run records its clients' versions, not pgbench's: all of them are shown
+    stored = Path(__file__).resolve().parents[2] / "docs" / "runs" / "20261125-222014-d776.json.gz"
+    rows = dict(assemble.run_table(exported.read(str(stored))).rows)
+    assert rows["clients and tools"] == ("jdbc client: pgjdbc 42.7.14 (Java 17.0.15+6-Debian-1deb12u1); "
+                                         "libpq client: libpq 15.18; "
+                                         "odbc client: psqlODBC 13.02.0000 (unixODBC DM 03.52.0002.0003)")
