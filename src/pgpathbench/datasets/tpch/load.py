@@ -47,6 +47,10 @@ def _connect(conninfo: str, password: str | None) -> psycopg.Connection:
 def copy_slice(conninfo: str, table: str, path: Path, start: int, end: int, password: str | None = None) -> int:
     """COPY one slice of a .tbl file into `table`, without each line's final '|'. Returns bytes."""
     with _connect(conninfo, password) as conn, conn.cursor() as cur:
+        # The VACUUM after the load can mark a page all-visible only once the commit of its rows is
+        # flushed (an asynchronous commit's hint bits wait for the WAL writer): a server set to
+        # synchronous_commit = off (file-fdw-tpch's) would leave the last tables loaded unmarked.
+        cur.execute("SET synchronous_commit = on")
         with cur.copy(f"COPY {table} FROM STDIN (FORMAT text, DELIMITER '|')") as cp, open(path, "rb") as f:
             f.seek(start)
             left, tail = end - start, b""

@@ -1,0 +1,29 @@
+"""The TPC-H loader (datasets/tpch/load.py) against a real server set as file-fdw-tpch sets its
+own, synchronous_commit = off: the VACUUM right after a load must find every page all-visible."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import started_cluster
+from pgpathbench.datasets.tpch.load import copy_slice
+
+
+@pytest.fixture(scope="module")
+def server(workspace_root):
+    # a WAL writer that sleeps 10 s: an asynchronous commit stays unflushed until long after the VACUUM
+    yield from started_cluster("tpch-load", workspace_root, {"synchronous_commit": "off",
+                                                             "wal_writer_delay": "10s"})
+
+
+def test_vacuum_after_the_load_marks_every_page_all_visible(server, tmp_path):
+    tbl = tmp_path / "t.tbl"
+    tbl.write_text("".join(f"{i}|row {i}|\n" for i in range(20_000)))
+    server.execute("postgres", "CREATE TABLE loaded (id int, s text) WITH (autovacuum_enabled = off)")
+    assert copy_slice(server.conninfo("postgres"), "loaded", tbl, 0, tbl.stat().st_size) == tbl.stat().st_size
+    with server.connect() as conn:
+        conn.execute("VACUUM loaded")
+        visible, pages = conn.execute("SELECT relallvisible, relpages FROM pg_class "
+                                      "WHERE relname = 'loaded'").fetchone()
+        assert conn.execute("SELECT count(*) FROM loaded").fetchone()[0] == 20_000
+    assert pages > 100 and visible == pages
