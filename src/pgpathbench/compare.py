@@ -26,7 +26,7 @@ from .errors import UserError
 from .matrix import knob_dimensions
 from .metrics import Metric
 from .report import Plot, Point, Table
-from .results.fingerprint import VOLATILE_SETTINGS, Environment
+from .results.fingerprint import VOLATILE_SETTINGS, Environment, memory_text
 from .results.model import CaseResult, RunResult
 from .stats import CONFIDENCE, Shift, ratio_of_runs
 
@@ -62,8 +62,7 @@ def environment_facts(run: RunResult | Mapping) -> dict[str, dict[str, set[str]]
         m = facts["machine"]
         m["CPU"].add(str(s.machine.get("cpu_model")))
         m["cores"].add(str(s.machine.get("cores")))
-        mem = s.machine.get("memory_bytes")
-        m["memory"].add(f"{mem / 2 ** 30:.1f} GiB" if isinstance(mem, (int, float)) else "?")
+        m["memory"].add(memory_text(s.machine))
         for key, value in s.tools.items():
             facts["client"][key].add(major_minor(value) if key == "pgbench" else str(value))
         for role, srv in s.servers.items():

@@ -31,6 +31,42 @@ def _memory_bytes() -> int | None:
     return None
 
 
+# Where the cgroup file systems are mounted: v1's memory controller, v2 alone or beside v1 (hybrid).
+CGROUP_LIMIT_FILES = (("memory", Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"),
+                      ("", Path("/sys/fs/cgroup/unified"), "memory.max"),
+                      ("", Path("/sys/fs/cgroup"), "memory.max"))
+
+
+def memory_limit_bytes(proc_cgroup: str | None = None, limit_files=CGROUP_LIMIT_FILES) -> int | None:
+    """The memory this process and its children may use, page cache included, when a cgroup
+    limits it (the lowest limit of its cgroup and their ancestors): a run started in a cgroup
+    of 8 GiB on a larger machine measures an 8 GiB machine's caching. None when unlimited."""
+    try:
+        proc_cgroup = Path("/proc/self/cgroup").read_text() if proc_cgroup is None else proc_cgroup
+    except OSError:
+        return None
+    paths = {}
+    for line in proc_cgroup.splitlines():   # "4:memory:/a/b" (v1), "0::/a/b" (v2)
+        _, controllers, path = line.split(":", 2)
+        for c in controllers.split(",") if controllers else [""]:
+            paths[c] = path.strip("/")
+    limits = []
+    for controller, root, name in limit_files:
+        if controller not in paths:
+            continue
+        parts = [p for p in paths[controller].split("/") if p]
+        for depth in range(len(parts) + 1):
+            try:
+                text = (root.joinpath(*parts[:depth]) / name).read_text().strip()
+            except OSError:
+                continue
+            if text.isdigit():
+                limits.append(int(text))
+    memory = _memory_bytes()
+    low = min(limits, default=None)
+    return low if low is not None and (memory is None or low < memory) else None
+
+
 def host_fingerprint() -> dict:
     return {
         "pgpathbench": __version__,
@@ -38,6 +74,7 @@ def host_fingerprint() -> dict:
         "cpu_model": _cpu_model(),
         "cores": os.cpu_count(),
         "memory_bytes": _memory_bytes(),
+        "memory_limit_bytes": memory_limit_bytes(),
         "kernel": platform.release(),
         "os": platform.platform(),
         "python": sys.version.split()[0],

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 FINGERPRINT_VERSION = 2
-MACHINE_KEYS = ("host", "cpu_model", "cores", "memory_bytes", "kernel", "os", "python", "pgpathbench", "user",
+MACHINE_KEYS = ("host", "cpu_model", "cores", "memory_bytes", "memory_limit_bytes", "kernel", "os", "python", "pgpathbench", "user",
                 "load_avg_at_start")
 
 
@@ -58,6 +58,14 @@ class Fingerprint:
         for per_study in self.setup.values():
             out.update(per_study.get(study_key) or {})
         return out
+
+
+def memory_text(machine: Mapping) -> str:
+    """The machine's memory, and the cgroup limit the run had under it: '23.5 GiB' or
+    '23.5 GiB, of which the run's cgroup may use 8.0 GiB'."""
+    total, limit = machine.get("memory_bytes"), machine.get("memory_limit_bytes")
+    text = f"{total / 2 ** 30:.1f} GiB" if isinstance(total, (int, float)) else "—"
+    return text + (f", of which the run's cgroup may use {limit / 2 ** 30:.1f} GiB" if limit else "")
 
 
 @dataclass
