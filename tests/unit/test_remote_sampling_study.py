@@ -261,3 +261,18 @@ def test_every_fdw_sample_has_its_full_transfer_in_the_matrix():
     assert set(twins) == {c.case_id for c in through if c["method"] != "full"}
     assert all(t["method"] == "full" and (t["fraction"], t["latency"]) == (c["fraction"], c["latency"])
                for c in through if c.case_id in twins for t in [twins[c.case_id]])
+
+
+def test_direct_sampling_is_set_against_reading_every_row_round_by_round():
+    # system at 0.2 costs twice reading everything whatever the round's drift: the seed's 100M spike
+    ms = [m for r, k in {1: 1.0, 2: 10.0, 3: 100.0}.items()
+          for m in (measurement(r, "direct", "full", "0.2", 2 * k, rows="100M"),
+                    measurement(r, "direct", "system", "0.2", 4 * k, rows="100M"),
+                    measurement(r, "direct", "bernoulli", "0.2", k, rows="100M"),
+                    measurement(r, "fdw", "system", "0.2", 8 * k, rows="100M"))]
+    table = next(t for t in STUDY.report(study_result(ms)) if t.title.startswith("Sampling on the source"))
+    assert [row[1:7] for row in table.rows] == [["100M", "system", "0.2", 0.5, "[0.5000, 0.5000] (75%)", 3],
+                                                ["100M", "bernoulli", "0.2", 2.0, "[2.000, 2.000] (75%)", 3]]
+    assert any("quickly spikes to ~2x" in n for n in table.notes)
+    through = study_result([m for m in ms if m["dims"]["access"] == "fdw"])
+    assert not any(t.title.startswith("Sampling on the source") for t in STUDY.report(through))

@@ -30,7 +30,9 @@ def study_tables(result: StudyResult) -> list[Table]:
     tables = []
     sampling = _measured(result, "sampling")
     if sampling:
-        tables += [sampling_table(sampling, result.rtt()), per_row_table(sampling, result.rtt())]
+        on_source = direct_ratio_table(sampling)
+        tables += [sampling_table(sampling, result.rtt()), *([on_source] if on_source else []),
+                   per_row_table(sampling, result.rtt())]
     analyze = _measured(result, "analyze")
     if analyze:
         tables.append(analyze_table(analyze))
@@ -65,6 +67,33 @@ def sampling_table(cases: list[CaseResult], rtt: dict[str, float]) -> Table:
                  ["full = transfer every row and sample on arrival (postgres_fdw's ANALYZE before 16); "
                   "system/bernoulli/random = sample where the table is, transfer only the sample."],
                  align_left=6, detail=(8,))
+
+
+DIRECT_NOTES = [
+    "full / method: on the source, the duration of reading every row and sampling on arrival (full) over that "
+    "of sampling with the method, at the same rows, fraction and major, divided round by round: the median and "
+    "95% CI of those ratios; below 1 = the method costs more than reading everything.",
+    "Seed 004, direct: \"the various sampling methods start losing to seqscan fairly soon - 'random' is "
+    "consistently slower, 'bernoulli' starts losing at ~30%, 'system' as ~80%\"; on 100M rows (about 21 GB, with "
+    "8 GB of RAM) \"the 'system' method ... quickly spikes to ~2x of the 'full' method when sampling ~20% of "
+    "the table, and then gradually improves again\" (full / method about 0.5), which the seed puts down to I/O "
+    "that readahead cannot help: a table that does not fit in memory.",
+]
+
+
+def direct_ratio_table(cases: list[CaseResult]) -> Table | None:
+    """Where sampling on the source stops paying: reading everything over each method, paired by round."""
+    direct = [c for c in cases if c["access"] == "direct"]
+    ratios = FULL_TRANSFER.ratios(direct, "duration_ms")
+    rows = [[c["pg"], c["rows"], c["method"], f"{float(c['fraction']):g}", r.median, r.ci_text, r.n, r.verdict(1.0)]
+            for c in sorted(direct, key=lambda c: (*_size_order(c), SAMPLING_METHODS.index(c["method"]),
+                                                   float(c["fraction"])))
+            if c.case_id in ratios for r in [ratios[c.case_id][1]]]
+    if not rows:
+        return None
+    return Table("Sampling on the source: reading every row / sampling first, paired by round",
+                 ["PG", "Rows", "Method", "Fraction", "full / method", "95% CI", "n", "Differs from 1"], rows,
+                 DIRECT_NOTES, align_left=3, detail=(6, 7))
 
 
 def per_row_table(cases: list[CaseResult], rtt: dict[str, float]) -> Table:
