@@ -276,3 +276,10 @@ def test_direct_sampling_is_set_against_reading_every_row_round_by_round():
     assert any("quickly spikes to ~2x" in n for n in table.notes)
     through = study_result([m for m in ms if m["dims"]["access"] == "fdw"])
     assert not any(t.title.startswith("Sampling on the source") for t in STUDY.report(through))
+
+
+def test_rows_moved_print_as_counts_after_an_even_number_of_rounds():
+    # 4 rounds: the median of 0, 0, 0, 0 is 0.0 and of 1,000 x 4 is 1000.0, which cell() prints "0.0000", "1,000"
+    ms = [measurement(r, access, "bernoulli", "0.1", 1.0 + r) for r in (1, 2, 3, 4) for access in ("direct", "fdw")]
+    table = next(t for t in STUDY.report(study_result(ms)) if t.title.startswith("Sampling: duration"))
+    assert [(row[5], row[-1]) for row in table.rows] == [("direct", "0"), ("fdw", "1,000")]

@@ -12,8 +12,9 @@ from collections import defaultdict
 from typing import Callable, Iterable
 
 from ..results.model import CaseResult, Measurement, StudyResult
-from ..stats import format_number, summarise
+from ..stats import summarise
 from . import Plot, Point, Table
+from .render import count
 
 PERCENTILES = (("p50", "latency_p50_ms", 50), ("p90", "latency_p90_ms", 90), ("p95", "latency_p95_ms", 95),
                ("p99", "latency_p99_ms", 99), ("max", "latency_max_ms", 100))
@@ -29,12 +30,8 @@ def _cell(values: Iterable[float]) -> float | None:
 
 
 def _count(values: Iterable[float]) -> str | None:
-    """A counter's median over rounds, printed as a count ("100,006", "0") whether the median of
-    an odd number of rounds (an int) or of an even number (a float) was taken."""
-    m = _cell(values)
-    if m is None:
-        return None
-    return f"{m:,.0f}" if float(m).is_integer() else format_number(m)
+    """A counter's median over rounds, printed as a count."""
+    return count(_cell(values))
 
 
 def _ci(values: Iterable[float]) -> str:

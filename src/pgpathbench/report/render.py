@@ -21,6 +21,15 @@ def cell(value: object) -> str:
     return str(value)
 
 
+def count(value: float | None) -> str | None:
+    """A count printed as one ("100,006", "0"), though a median over an even number of rounds is
+    a float ("0.0000" in cell()): counters, rows. A fractional median (two rounds' 107 and 108) keeps
+    its fraction."""
+    if value is None:
+        return None
+    return f"{value:,.0f}" if float(value).is_integer() else format_number(value)
+
+
 TERMINAL_WIDTH = 120   # what the terminal tables are laid out for
 WIDE_WIDTH = 250       # report --wide: every column
 

@@ -15,6 +15,7 @@ from collections import defaultdict
 
 from ...references import SAMPLING_US_PER_ROW
 from ...report import Plot, Point, Table
+from ...report.render import count
 from ...results.model import CaseResult, StudyResult
 from ...servers.paths import DIRECT, NetworkPath, latency_ms
 from ...stats import Fit, Summary, linear_fit
@@ -60,7 +61,7 @@ def sampling_table(cases: list[CaseResult], rtt: dict[str, float]) -> Table:
         s = c.summary("duration_ms")
         link = "—" if c["access"] == "direct" else _link(c, rtt)
         rows.append([c["pg"], c["rows"], link, c["method"], f"{float(c['fraction']):g}", c["access"], s.median,
-                     s.ci_text, s.n, c.median("rows_transferred")])
+                     s.ci_text, s.n, count(c.median("rows_transferred"))])
     return Table("Sampling: duration against fraction, per method, direct vs through postgres_fdw",
                  ["PG", "Rows", "Link (measured RTT)", "Method", "Fraction", "Access", "Median ms",
                   "95% CI", "n", "Rows moved"], rows,
@@ -147,7 +148,7 @@ def analyze_table(cases: list[CaseResult]) -> Table:
         s = c.summary("duration_ms")
         remote = [sql for sql in c.raw("remote_sql").values() if sql]
         rows.append([c["pg"], c["rows"], c["latency"], int(c["stats_target"]), c["analyze_sampling"], s.median,
-                     s.ci_text, s.n, c.median("rows_sampled"), *(c.median(k) for k in STATISTICS_ERRORS),
+                     s.ci_text, s.n, count(c.median("rows_sampled")), *(c.median(k) for k in STATISTICS_ERRORS),
                      sampling_clause(remote[-1] if remote else None)])
     return Table("ANALYZE: local table vs foreign table per analyze_sampling, with the error of its statistics",
                  ["PG", "Rows", "Link", "Target", "Sampling", "Median ms", "95% CI", "n", "Sample rows",
