@@ -254,7 +254,10 @@ class RemoteSampling(Declared):
         if not local and not env.state["statements_missing"]:
             ran = statement_deltas(env.state.pop("statements_before"), _statements(env, with_text=True))
             metrics["remote_sql"] = analyze_remote_sql(ran, table)
-        metrics.update(stats_error(conn, table, _truth(env, table)))
+        try:
+            metrics.update(stats_error(conn, table, _truth(env, table)))
+        except psycopg.Error as e:   # the ANALYZE was timed; its statistics could not be judged
+            raise CaseError(f"statistics of {table} against the whole table: {e}".strip()) from None
         return metrics
 
     # -- the report -------------------------------------------------------------------------
@@ -350,12 +353,26 @@ def _truth(env: StudyEnv, table: str) -> dict:
             "SELECT count(*), count(DISTINCT a), avg((c IS NULL)::int) FROM {}").format(t)).fetchone()
         freq = dict(src.execute(sql.SQL("SELECT c, count(*)::float8 / %s FROM {} WHERE c IS NOT NULL "
                                         "GROUP BY c").format(t), (n,)).fetchall())
-        # binary: a float8[] of every row arrives without text parsing
-        b = src.cursor(binary=True).execute(sql.SQL(
-            "SELECT array_agg(b ORDER BY b) FROM {} WHERE b IS NOT NULL").format(t)).fetchone()[0]
         env.state["truth"][table] = {"rows": n, "nd_a": nd_a, "null_c": float(null_c), "freq_c": freq,
-                                     "b_sorted": array("d", b)}
+                                     "b_sorted": sorted_column(src, table, "b")}
     return env.state["truth"][table]
+
+
+def sorted_column(conn: psycopg.Connection, table: str, column: str) -> array:
+    """A float8 column's non-NULL values in order, COPY'd out as text chunk by chunk (float8's
+    text round-trips exactly): one array_agg of them fails past about 100M rows, a value being
+    limited to 1 GB."""
+    out, rest = array("d"), b""
+    query = sql.SQL("COPY (SELECT {c} FROM {t} WHERE {c} IS NOT NULL ORDER BY {c}) TO STDOUT").format(
+        c=sql.Identifier(column), t=sql.Identifier(table))
+    with conn.cursor().copy(query) as copy:
+        for chunk in copy:
+            data = rest + bytes(chunk)
+            cut = data.rfind(b"\n") + 1   # a chunk may end inside a line
+            out.extend(map(float, data[:cut].split()))
+            rest = data[cut:]
+    out.extend(map(float, rest.split()))
+    return out
 
 
 def _statements_missing(conn: psycopg.Connection, db: str) -> str | None:
