@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 FINGERPRINT_VERSION = 2
-MACHINE_KEYS = ("host", "cpu_model", "cores", "memory_bytes", "memory_limit_bytes", "kernel", "os", "python", "pgpathbench", "user",
-                "load_avg_at_start")
+MACHINE_KEYS = ("host", "cpu_model", "cores", "memory_bytes", "memory_limit_bytes", "kernel", "os", "python",
+                "pgpathbench", "user", "load_avg_at_start")
 
 
 @dataclass

@@ -86,10 +86,12 @@ def direct_ratio_table(cases: list[CaseResult]) -> Table | None:
     """Where sampling on the source stops paying: reading everything over each method, paired by round."""
     direct = [c for c in cases if c["access"] == "direct"]
     ratios = FULL_TRANSFER.ratios(direct, "duration_ms")
-    rows = [[c["pg"], c["rows"], c["method"], f"{float(c['fraction']):g}", r.median, r.ci_text, r.n, r.verdict(1.0)]
-            for c in sorted(direct, key=lambda c: (*_size_order(c), SAMPLING_METHODS.index(c["method"]),
-                                                   float(c["fraction"])))
-            if c.case_id in ratios for r in [ratios[c.case_id][1]]]
+    rows = []
+    for c in sorted(direct, key=lambda c: (*_size_order(c), SAMPLING_METHODS.index(c["method"]), float(c["fraction"]))):
+        if c.case_id in ratios:
+            r = ratios[c.case_id][1]
+            rows.append([c["pg"], c["rows"], c["method"], f"{float(c['fraction']):g}", r.median, r.ci_text, r.n,
+                         r.verdict(1.0)])
     if not rows:
         return None
     return Table("Sampling on the source: reading every row / sampling first, paired by round",
