@@ -87,7 +87,7 @@ def direct_ratio_table(cases: list[CaseResult]) -> Table | None:
     direct = [c for c in cases if c["access"] == "direct"]
     ratios = FULL_TRANSFER.ratios(direct, "duration_ms")
     rows = []
-    for c in sorted(direct, key=lambda c: (*_size_order(c), SAMPLING_METHODS.index(c["method"]), float(c["fraction"]))):
+    for c in sorted(direct, key=_ratio_order):
         if c.case_id in ratios:
             r = ratios[c.case_id][1]
             rows.append([c["pg"], c["rows"], c["method"], f"{float(c['fraction']):g}", r.median, r.ci_text, r.n,
