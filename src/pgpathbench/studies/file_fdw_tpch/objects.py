@@ -31,7 +31,9 @@ def worker_servers(n: int) -> list[str]:
 
 
 # The regular tables are read-only once loaded: one VACUUM after the load sets their hint bits and
-# visibility map, and autovacuum stays off them, so that no worker scans them during a measurement
+# visibility map (FREEZE: an aggressive VACUUM waits for a page pinned by, say, the checkpointer
+# instead of skipping it, which would leave that page not all-visible), and autovacuum stays off
+# them, so that no worker scans them during a measurement
 # (at SF 10 the insert-triggered autovacuum of lineitem ran for over 7 minutes, into the warm-up).
 LOADED_ONCE = "WITH (autovacuum_enabled = off)"
 
@@ -112,7 +114,7 @@ def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: S
     analyze: list[Task] = []
     for table in single_tables(shape.layouts):
         load += copy_tasks("single", ci, f"single_regular.{table}", files.file(table), slice_bytes, secret)
-        analyze.append(Task("single regular", ci, sql=f"VACUUM (ANALYZE) single_regular.{table}",
+        analyze.append(Task("single regular", ci, sql=f"VACUUM (FREEZE, ANALYZE) single_regular.{table}",
                             weight=sizes[table] * 0.3,
                             password=secret))
         if "foreign" in shape.storages:
@@ -124,14 +126,14 @@ def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: S
                                    files.part_file(table, n, k), slice_bytes)
             # A partitioned table's ANALYZE samples the whole (for the joins above the
             # partitions) and then each partition: file_fdw parses every part twice.
-            analyze.append(Task("partitioned regular", ci, sql=f"VACUUM (ANALYZE) partitioned_regular.{table}",
+            analyze.append(Task("partitioned regular", ci, sql=f"VACUUM (FREEZE, ANALYZE) partitioned_regular.{table}",
                                 weight=sizes[table] * 0.35))
             analyze.append(Task("partitioned foreign", ci, sql=f"ANALYZE partitioned_foreign.{table}",
                                 weight=sizes[table] * 2))
         for k, w in enumerate(workers, 1):
             wci = w.conninfo(DB)
             load += copy_tasks("scaleout", wci, f"worker_regular.{table}", files.part_file(table, n, k), slice_bytes)
-            analyze.append(Task("scaleout worker regular", wci, sql=f"VACUUM (ANALYZE) worker_regular.{table}",
+            analyze.append(Task("scaleout worker regular", wci, sql=f"VACUUM (FREEZE, ANALYZE) worker_regular.{table}",
                                 weight=sizes[table] * 0.3 / n))
             analyze.append(Task("scaleout worker foreign", wci, sql=f"ANALYZE worker_foreign.{table}",
                                 weight=sizes[table] / n))
