@@ -30,12 +30,19 @@ def worker_servers(n: int) -> list[str]:
     return [f"worker{k}" for k in range(1, n + 1)]
 
 
-# The regular tables are read-only once loaded: one VACUUM after the load sets their hint bits and
-# visibility map (FREEZE: an aggressive VACUUM waits for a page pinned by, say, the checkpointer
-# instead of skipping it, which would leave that page not all-visible), and autovacuum stays off
-# them, so that no worker scans them during a measurement
-# (at SF 10 the insert-triggered autovacuum of lineitem ran for over 7 minutes, into the warm-up).
+# The regular tables are read-only once loaded: one VACUUM after the load (vacuum_once) sets their
+# hint bits and visibility map, and autovacuum stays off them, so that no worker scans them during a
+# measurement (at SF 10 the insert-triggered autovacuum of lineitem ran for over 7 minutes, into the
+# warm-up).
 LOADED_ONCE = "WITH (autovacuum_enabled = off)"
+
+
+def vacuum_once(table: str) -> str:
+    """The one VACUUM of a regular table after its load, with its ANALYZE. FREEZE makes it
+    aggressive: it waits for a page another process has pinned (the checkpointer writing it)
+    where a plain VACUUM skips that page and leaves it not all-visible."""
+    return f"VACUUM (FREEZE, ANALYZE) {table}"
+
 
 FILE_SERVER = ["CREATE EXTENSION IF NOT EXISTS file_fdw", "CREATE SERVER tpch_files FOREIGN DATA WRAPPER file_fdw"]
 
@@ -105,7 +112,7 @@ def create_objects(main: Cluster, workers: list[Cluster], files: TpchFiles, shap
 # -- load and analyse -----------------------------------------------------------------------------
 def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: Shape) -> tuple[list[Task], list[Task]]:
     """COPY slices (large files cut so that every core has work), then every ANALYZE: a regular
-    table's with its one VACUUM (LOADED_ONCE)."""
+    table's with its one VACUUM (vacuum_once)."""
     ci, n, sizes = main.conninfo(DB), shape.partitions, files.sizes()
     # A user server's password is held in memory, never in a conninfo (servers/user.py).
     secret = None if main.managed else main.password
@@ -114,7 +121,7 @@ def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: S
     analyze: list[Task] = []
     for table in single_tables(shape.layouts):
         load += copy_tasks("single", ci, f"single_regular.{table}", files.file(table), slice_bytes, secret)
-        analyze.append(Task("single regular", ci, sql=f"VACUUM (FREEZE, ANALYZE) single_regular.{table}",
+        analyze.append(Task("single regular", ci, sql=vacuum_once(f"single_regular.{table}"),
                             weight=sizes[table] * 0.3,
                             password=secret))
         if "foreign" in shape.storages:
@@ -126,14 +133,14 @@ def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: S
                                    files.part_file(table, n, k), slice_bytes)
             # A partitioned table's ANALYZE samples the whole (for the joins above the
             # partitions) and then each partition: file_fdw parses every part twice.
-            analyze.append(Task("partitioned regular", ci, sql=f"VACUUM (FREEZE, ANALYZE) partitioned_regular.{table}",
+            analyze.append(Task("partitioned regular", ci, sql=vacuum_once(f"partitioned_regular.{table}"),
                                 weight=sizes[table] * 0.35))
             analyze.append(Task("partitioned foreign", ci, sql=f"ANALYZE partitioned_foreign.{table}",
                                 weight=sizes[table] * 2))
         for k, w in enumerate(workers, 1):
             wci = w.conninfo(DB)
             load += copy_tasks("scaleout", wci, f"worker_regular.{table}", files.part_file(table, n, k), slice_bytes)
-            analyze.append(Task("scaleout worker regular", wci, sql=f"VACUUM (FREEZE, ANALYZE) worker_regular.{table}",
+            analyze.append(Task("scaleout worker regular", wci, sql=vacuum_once(f"worker_regular.{table}"),
                                 weight=sizes[table] * 0.3 / n))
             analyze.append(Task("scaleout worker foreign", wci, sql=f"ANALYZE worker_foreign.{table}",
                                 weight=sizes[table] / n))
