@@ -128,3 +128,11 @@ def medians_by_case(measurements: list[dict], metric: str) -> dict[str, float]:
     for m in measurements:
         by.setdefault(m["case_id"], []).append(m["metrics"][metric])
     return {k: statistics.median(v) for k, v in by.items()}
+
+
+def cpu_bound_ms(server: dict) -> float:
+    """The most CPU a server's evidence can count: every core over the window its ticks were
+    counted in, plus whole-tick truncation (each field of the case's backend and of the sampler's
+    can read up to one tick more than it ran)."""
+    from pgpathbench.evidence.proc_cpu import ticks_to_ms
+    return server["cpu_window_ms"] * os.cpu_count() + 4 * ticks_to_ms(1)

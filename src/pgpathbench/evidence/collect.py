@@ -54,6 +54,7 @@ class _Snapshot:
     version: int | None = None
     sections: dict = field(default_factory=dict)
     cpu: tuple[int, int] | None = None
+    cpu_read: tuple[float, float] | None = None   # monotonic clock when reading cpu began and ended
     pid: int | None = None            # our backend for this snapshot
     settle_ms: float | None = None
     settled: bool | None = None
@@ -128,7 +129,9 @@ def _read_cpu(w: Watched, snap: _Snapshot, missing: dict, exclude: Sequence[int]
         missing[key] = "host processes not visible"
         return
     try:
+        started = time.monotonic()
         snap.cpu = group_ticks(w.postmaster_pid, exclude)
+        snap.cpu_read = (started, time.monotonic())
     except Exception as e:
         missing[key] = reason(e)
 
@@ -197,6 +200,9 @@ def _server_data(before: _Snapshot, after: _Snapshot, sampler: Sampler) -> dict:
         own = sampler.own_ticks or (0, 0)
         out["cpu_ms"] = {"user": ticks_to_ms(max(0, after.cpu[0] - before.cpu[0] - own[0])),
                          "system": ticks_to_ms(max(0, after.cpu[1] - before.cpu[1] - own[1]))}
+        # The wall time those ticks were counted in: wider than the measurement (its connect, the
+        # backends' exit), so it, not the duration, bounds cpu_ms at cores x window.
+        out["cpu_window_ms"] = (after.cpu_read[1] - before.cpu_read[0]) * 1000
     if sampler.error is None:
         out["waits"] = sampler.result()
     if after.settings is not None:
