@@ -1,6 +1,7 @@
-# pgpathbench: `make demo` runs the quick demo, `make test` runs the whole test suite.
-# Both set up a fresh Debian 12 machine first (scripts/bootstrap is idempotent).
-.PHONY: bootstrap demo test clean
+# pgpathbench: `make demo` runs the quick demo, `make test` runs the whole test suite, `make check`
+# the fast part of it (lint, unit and CLI tests) before every commit.
+# All set up a fresh Debian 12 machine first (scripts/bootstrap is idempotent).
+.PHONY: bootstrap demo test check clean
 
 PGPATHBENCH = .venv/bin/pgpathbench
 DEMO_REPORT = demo-report.html
@@ -19,6 +20,10 @@ demo: bootstrap
 
 test: bootstrap
 	.venv/bin/python -m pytest -q
+
+check: bootstrap
+	.venv/bin/ruff check src tests bench clients
+	.venv/bin/python -m pytest -q -n 2 -p no:cacheprovider tests/unit tests/cli
 
 clean:
 	-$(PGPATHBENCH) clean

@@ -247,10 +247,7 @@ def iteration_percentiles(iteration_us: dict) -> dict:
     out = {}
     for p in PERCENTILES:
         rank, seen = max(1, -(-p * n // 100)), 0   # ceil(p * n / 100), in integers
-        for lower, count in hist:
-            seen += count
-            if seen >= rank:
-                break
+        lower = next(lower for lower, count in hist if (seen := seen + count) >= rank)
         mid = lower + (bucket_width(lower) - 1) / 2
         out[f"latency_p{p}_ms"] = min(max(mid, lo), hi) / 1000
     out["latency_max_ms"] = hi / 1000

@@ -111,7 +111,7 @@ def test_two_runs_at_once_share_the_workspace(ws):
         if len(during) >= 6:
             break
     outs = [p.communicate(timeout=600) for p in (first, second)]
-    for proc, (out, err) in zip((first, second), outs):
+    for proc, (_out, err) in zip((first, second), outs):
         assert proc.returncode == 0 and "Traceback" not in err, err[-3000:]
     assert sum(r.returncode == 0 for r in during) >= len(during) - 1, "reports and runs lists work during runs"
     stored = runs(ws)

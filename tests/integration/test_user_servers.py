@@ -257,7 +257,7 @@ def test_pgbench_init_cancelled_by_the_server_is_its_refusal(servers, workspace_
     """pgbench -i's failure is the server's answer in one line (ServerRefused), which the runner
     says as it says a psycopg error: the path CI's slower machine took in the test above."""
     src, _ext = servers
-    with hasty_role(src, "1ms") as dsn:
+    with hasty_role(src, "1ms"):
         with src.connect("dba", "postgres") as conn:
             conn.execute("CREATE DATABASE hasty_db OWNER hasty")
         password = workspace_root / "hasty-pgpass"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..metrics import Metric
 
 def _totals(server: dict, database: str | None) -> dict | None:
     """The statement totals of one database of a server, or of all it watched (database None);

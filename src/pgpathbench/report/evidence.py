@@ -131,7 +131,7 @@ def explains(cases: list[CaseResult], names: list[str]) -> str:
     if client is not None:
         parts.append(f"the client kept {client:.2f} cores busy")
     for r in names:
-        cores = _cell(_per_round(case, lambda m: server_cores(m, r)))
+        cores = _cell(_per_round(case, lambda m, r=r: server_cores(m, r)))
         waits = wait_shares(case, r)
         if cores is None:
             continue
@@ -214,7 +214,7 @@ def time_plot(result: StudyResult) -> Plot | None:
     for c in table_cases:
         series["client"].append(Point(c.case_id, statistics.median(_per_round(c, client_cores) or [0.0])))
         for r in roles(result):
-            series[r].append(Point(c.case_id, statistics.median(_per_round(c, lambda m: server_cores(m, r)) or [0.0])))
+            series[r].append(Point(c.case_id, statistics.median(_per_round(c, lambda m, r=r: server_cores(m, r)) or [0.0])))
     return Plot("Where the time goes: CPU per case", "Case", "Cores kept busy (CPU time / wall time)", "stacked",
                 series, notes=["Median over rounds; the rest of each wall second was spent waiting (see the "
                                "wait events in the table)."])

