@@ -295,6 +295,7 @@ def _notes(run_a: RunResult, run_b: RunResult, metric: Metric, pairing: Pairing,
            differences: Sequence[str], knobs: Sequence[str]) -> list[str]:
     notes = [f"A = {run_a.run_id}, B = {run_b.run_id}; {metric.name}: "
              f"{'higher' if metric.higher_is_better else 'lower'} is better.",
+             f"pgpathbench: A {run_a.environment.tool_versions()}; B {run_b.environment.tool_versions()}.",
              "Ratio B/A: Hodges-Lehmann estimate (median of every b/a over all pairs of rounds; the runs are "
              "independent, so rounds are not paired). 95% CI: Moses order-statistic interval of the shift of "
              "log values (Mann-Whitney critical value), exp'd back. 'Differs from 1' is only claimed at 95%: "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -67,9 +68,44 @@ def memory_limit_bytes(proc_cgroup: str | None = None, limit_files=CGROUP_LIMIT_
     return low if low is not None and (memory is None or low < memory) else None
 
 
+PACKAGE_DIR = Path(__file__).resolve().parent
+UNKNOWN = "unknown"
+
+
+def tool_version(package_dir: Path = PACKAGE_DIR) -> dict:
+    """The exact tool that runs: the package version, the git commit of the checkout it runs from
+    and whether that checkout's work tree was modified ("dirty"). Commit and dirty are "unknown"
+    unless the package sits in a git checkout (REPO/src/pgpathbench, as `make bootstrap` installs
+    it), or when git cannot tell: a run never fails for it."""
+    version = {"version": __version__, "commit": UNKNOWN, "dirty": UNKNOWN}
+    repo = package_dir.parent.parent
+    if package_dir.parent.name != "src" or not (repo / ".git").exists():
+        return version   # an installed copy: a repository around site-packages is not its source
+    head = _git(repo, "rev-parse", "HEAD")
+    changes = _git(repo, "--no-optional-locks", "status", "--porcelain")   # no index lock: a user's git goes on
+    if head is not None and len(head.strip()) == 40:
+        version["commit"] = head.strip()
+        if changes is not None:
+            version["dirty"] = changes.strip() != ""
+    return version
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    """git's output in the repository, or None when git is missing, refuses or takes too long."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}   # the package's repo, not $GIT_DIR's
+    try:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
 def host_fingerprint() -> dict:
+    tool = tool_version()
     return {
         "pgpathbench": __version__,
+        "pgpathbench_commit": tool["commit"],
+        "pgpathbench_dirty": tool["dirty"],
         "host": socket.gethostname(),
         "cpu_model": _cpu_model(),
         "cores": os.cpu_count(),

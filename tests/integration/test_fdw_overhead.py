@@ -19,6 +19,8 @@ import pytest
 
 from conftest import our_processes, pgpathbench, report_json, spawn_pgpathbench
 
+from pgpathbench import __version__
+from pgpathbench.environment import tool_version
 from pgpathbench.servers.cluster import socket_dir
 from pgpathbench.stats import paired_ratios, summarise
 
@@ -100,6 +102,11 @@ def test_run_records_environment_and_is_listed(quick_run, workspace_root):
     assert "PostgreSQL 15" in env["servers"]["pg15_source"]["version"]
     assert env["servers"]["pg15_source"]["settings"]["listen_addresses"] == "127.0.0.1"
     assert run["summary"]["last_session"]["measure_s"] > 14 * ROUNDS * 1
+    # The tool that measured, exactly: this checkout's commit (the run reads git; so does the test).
+    now = tool_version()
+    assert (machine["pgpathbench"], machine["pgpathbench_commit"]) == (__version__, now["commit"])
+    assert machine["pgpathbench_dirty"] in (True, False, "unknown")
+    assert (rep["pgpathbench"]["version"], rep["pgpathbench"]["commit"]) == (__version__, now["commit"])
     runs = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)
     assert any(r["run_id"] == run["run_id"] and r["started_at"] for r in runs)
 
@@ -128,6 +135,7 @@ def test_other_formats(quick_run, workspace_root):
     assert "| RO.local |" in md.replace("  ", " ") and "### Overhead" in md
     rows = list(csv.DictReader(io.StringIO(pgpathbench("report", "--format", "csv", workspace=workspace_root).stdout)))
     assert len(rows) == len(rep["measurements"]) and float(rows[0]["tps"]) > 0 and rows[0]["dim_target"]
+    assert rows[0]["pgpathbench_commit"] == rep["run"]["environment"]["sessions"][0]["machine"]["pgpathbench_commit"]
 
 
 def test_no_server_survives_a_finished_run(quick_run, workspace_root):

@@ -260,3 +260,20 @@ def test_a_knob_parameter_a_run_lacks_is_its_default():
     scram = {**md5, "options": {"studies": [{"study": "fake", "params": {"scale": 1, "auth": "scram-sha-256"}}]}}
     assert knob_differences(old, scram, registry()) == []
     assert knob_differences(old, old, registry()) == []
+
+
+def test_compare_names_both_runs_tool_versions_and_does_not_refuse_them():
+    machine = {"cpu_model": "Xeon", "cores": 2, "memory_bytes": 8 * 2 ** 30}
+    tools = [{"pgpathbench": "0.1.0", "pgpathbench_commit": "a" * 40, "pgpathbench_dirty": False},
+             {"pgpathbench": "0.2.0", "pgpathbench_commit": "b" * 40, "pgpathbench_dirty": True}]
+    results = [RunResult.from_rows({**run(run_id, sessions=[{"version": 2, "machine": {**machine, **tool}}]),
+                                    "studies": ["fdw-overhead"]}, [],
+                                   [measurement("ro:local:1", r, 100 + r) for r in range(1, 5)], [])
+               for run_id, tool in zip("AB", tools)]
+    assert environment_differences(*results, STUDIES) == []   # a new version is what compare is for
+    (table,), _ = compare(*results, STUDIES)
+    assert ("pgpathbench: A 0.1.0, commit aaaaaaaaaaaa (clean); B 0.2.0, commit bbbbbbbbbbbb (work tree modified)."
+            in table.notes)
+    stored_before = RunResult.from_rows({**run("C", sessions=[{"version": 2, "machine": {"pgpathbench": "0.1.0"}}]),
+                                         "studies": ["fdw-overhead"]}, [], [], [])
+    assert stored_before.environment.tool_versions() == "0.1.0, commit unknown"

@@ -38,7 +38,8 @@ def run_table(run: RunResult) -> Table:
             ["clients and tools", "; ".join(f"{name}: {v}" for name, v in sorted(env.tools.items())) or "—"],
             ["machine", f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, {memory_text(m)}, "
                         f"kernel {m.get('kernel', '?')}"],
-            ["sessions", str(len(run.environment.sessions))]]
+            ["sessions", str(len(run.environment.sessions))],
+            ["pgpathbench", run.environment.tool_versions()]]
     return Table("Run", ["", ""], rows, align_left=2)
 
 

@@ -9,7 +9,10 @@ Version 2 changed the meaning of fields of version 1: every duration metric is i
 `previous_errors` (a failed measurement measured again by `run --resume`) are new.
 Added within version 2 (no field changed meaning): `series` (per-second points) and `evidence`
 (what the servers did), see store/schema.sql; the latency percentile metrics.
-CSV: the same fields, dims as dim_<name> columns and metrics as their own columns.
+Added within version 3: `pgpathbench` (the exporting tool: version, git commit, dirty) and, per
+session, the measuring tool's in its machine section (pgpathbench, pgpathbench_commit, pgpathbench_dirty).
+CSV: the same fields, the measuring session's tool (TOOL_FIELDS), dims as dim_<name> columns and
+metrics as their own columns.
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ import json
 from dataclasses import asdict
 from datetime import datetime
 
+from ..environment import tool_version
 from ..results.model import CaseResult, Measurement, RunResult
 
 FORMAT_VERSION = 3
 FIELDS = ["run_id", "study", "case_id", "round", "session", "started_at", "ok", "error", "duration_s"]
+# The tool that took a measurement, from its session's machine section (not recorded: "unknown").
+TOOL_FIELDS = ["pgpathbench", "pgpathbench_commit", "pgpathbench_dirty"]
 
 
 def _default(o: object) -> str:
@@ -41,7 +47,7 @@ def measurement_json(run: RunResult, case: CaseResult, m: Measurement) -> dict:
 
 
 def to_json(run: RunResult) -> str:
-    return json.dumps({"format_version": FORMAT_VERSION, "run": run.row,
+    return json.dumps({"format_version": FORMAT_VERSION, "pgpathbench": tool_version(), "run": run.row,
                        "measurements": [measurement_json(run, c, m) for c in run.cases for m in c.measurements],
                        "link_probes": [asdict(p) for p in run.probes]}, default=_default, indent=2)
 
@@ -56,10 +62,13 @@ def to_csv(run: RunResult) -> str:
     metrics = sorted({k for m in rows for k in m["metrics"]})
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(FIELDS + [f"dim_{d}" for d in dims] + metrics)
+    w.writerow(FIELDS + TOOL_FIELDS + [f"dim_{d}" for d in dims] + metrics)
+    sessions = run.environment.sessions
     for m in rows:
         started = m["started_at"].isoformat() if isinstance(m["started_at"], datetime) else m["started_at"]
+        machine = sessions[m["session"] - 1].machine if 0 < m["session"] <= len(sessions) else {}
         w.writerow([m[f] if f != "started_at" else started for f in FIELDS]
+                   + [machine.get(f, "unknown") for f in TOOL_FIELDS]
                    + [m["dims"].get(d, "") for d in dims]
                    + [_csv_value(m["metrics"].get(k)) for k in metrics])
     return buf.getvalue()

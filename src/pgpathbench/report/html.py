@@ -12,7 +12,7 @@ from datetime import datetime
 from html import escape
 from typing import Iterable, Sequence
 
-from ..results.fingerprint import Environment, Fingerprint, memory_text
+from ..results.fingerprint import Environment, Fingerprint, memory_text, tool_text
 from ..results.model import RunResult
 from . import Plot, Table
 from .assemble import StudySection, when, failures_table
@@ -175,7 +175,7 @@ def _machine_html(m: dict) -> str:
     return _kv_table("Machine", [
         ("CPU", m.get("cpu_model")), ("cores", m.get("cores")), ("memory", memory_text(m)),
         ("kernel", m.get("kernel")), ("OS", m.get("os")), ("host", m.get("host")), ("user", m.get("user")),
-        ("Python", m.get("python")), ("pgpathbench", m.get("pgpathbench")),
+        ("Python", m.get("python")), ("pgpathbench", tool_text(m)),
         ("load average at start", ", ".join(f"{x:.2f}" for x in load) if isinstance(load, list) else None)])
 
 

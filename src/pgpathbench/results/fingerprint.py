@@ -1,7 +1,8 @@
 """The environment fingerprint: a typed, versioned record of what produced a run's numbers.
 
 One `Fingerprint` per start or resume of a run (a session), with fixed sections:
-- machine: CPU model, cores, memory, kernel, OS, host, user, Python, pgpathbench, load average;
+- machine: CPU model, cores, memory, kernel, OS, host, user, Python, load average, and the tool
+  itself: pgpathbench (its version), pgpathbench_commit and pgpathbench_dirty (environment.tool_version);
 - servers: by role (pg15_source, ...): version, non-default settings, auth;
 - paths: by path id: kind, added latency, jitter, bandwidth;
 - tools: name -> version (pgbench, clients, drivers, tpchgen...);
@@ -68,9 +69,21 @@ def memory_text(machine: Mapping) -> str:
     return text + (f", of which the run's cgroup may use {limit / 2 ** 30:.1f} GiB" if limit else "")
 
 
+def tool_text(machine: Mapping) -> str:
+    """The tool that measured, in words: '0.1.0, commit 2a31ff41b820 (work tree modified)';
+    commit unknown for a run stored before it was recorded, or run outside a git checkout."""
+    commit = str(machine.get("pgpathbench_commit") or "unknown")
+    state = {True: " (work tree modified)", False: " (clean)"}.get(machine.get("pgpathbench_dirty"), "")
+    return f"{machine.get('pgpathbench') or 'unknown'}, commit {commit[:12]}{state}"
+
+
 @dataclass
 class Environment:
     sessions: list[Fingerprint]
+
+    def tool_versions(self) -> str:
+        """tool_text of every session, each distinct one once (a resumed run may span versions)."""
+        return "; ".join(dict.fromkeys(tool_text(s.machine) for s in self.sessions)) or "unknown"
 
     @classmethod
     def from_json(cls, d: Mapping) -> "Environment":
