@@ -1,5 +1,5 @@
 """Nothing breaks: concurrent runs in one workspace, SIGKILLs at several points of a linked run,
-a managed server killed mid-run, failed measurements. Real servers; tolerances fit a loaded
+a managed server killed mid-run or in initdb, failed measurements. Real servers; tolerances fit a loaded
 2-core machine (no timing targets)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, our_processes, pgpathbench, report_json, spawn_pgpathbench
+from conftest import REPO, cmdlines, our_processes, pgpathbench, report_json, spawn_pgpathbench
 
 SMALL = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_local",
          "--clients", "1", "--repeat", "2", "--duration", "1"]
@@ -200,6 +200,39 @@ def test_clean_frees_what_a_server_killed_with_its_run_left(ws):
     assert res.returncode == 0, res.stderr
     assert f"freed the shared memory of the crashed server {data.parent}" in " ".join(res.stdout.split()), res.stdout
     assert still_there(held) == [] and not data.exists()
+
+
+def initdb_of(under: Path, timeout: float = 120) -> int:
+    """The pid of the first initdb that makes a cluster below `under`, as soon as it runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid, cmd in cmdlines().items():
+            if cmd.split(" ", 1)[0].endswith("/initdb") and f" {under}/" in cmd:
+                return pid
+        time.sleep(0.01)
+    raise AssertionError(f"no initdb below {under} within {timeout} s")
+
+
+def test_initdb_killed_is_one_line_naming_the_cause(ws):
+    """initdb SIGKILLed (by the OOM killer, or by the `clean` of an older version): of the results
+    cluster, the command says so in one line, and the next one makes the cluster whole; of a run's
+    server, the run stops in one line that says how to resume it."""
+    reader = spawn_pgpathbench("runs", workspace=ws)
+    os.kill(initdb_of(ws / "results"), signal.SIGKILL)
+    _, err = reader.communicate(timeout=120)
+    assert reader.returncode == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith("pgpathbench: the results cluster did not start: initdb of results failed: killed by "
+                          "SIGKILL, by the kernel's OOM killer"), err
+    proc = spawn_pgpathbench(*SMALL, workspace=ws)   # its results cluster made whole, or it could not start
+    os.kill(initdb_of(ws / "servers"), signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    run_id = runs(ws)[-1]["run_id"]
+    said = [line for line in err.splitlines() if line.startswith("pgpathbench:")]
+    assert proc.returncode == 1 and len(said) == 1 and "Traceback" not in err, err[-3000:]
+    assert re.search(r"initdb of pg15_\w+ failed: killed by SIGKILL", said[0]), said
+    assert f"'pgpathbench run --resume {run_id}'" in said[0], said
+    assert runs(ws)[-1]["status"] == "failed"
+    assert_nothing_left(ws, run_id)
 
 
 def test_failed_measurements_are_counted_exit_1_and_measured_again_on_resume(ws):

@@ -25,7 +25,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from ..errors import UserError
+from ..errors import RunFailed, UserError
 from ..matrix import Case
 from ..procs import cmdline, end_process, pid_alive
 from ..servers.binaries import PgBinaries
@@ -319,8 +319,8 @@ def _start_keeper(workspace: Workspace, cluster: Cluster) -> int:
     stop_keeper(proc.pid)
     if line.startswith("error --workspace"):
         raise UserError(line[len("error "):])
-    raise RuntimeError(f"the results cluster did not start: {line[6:] or 'no answer'}; "
-                       f"see {workspace.root / 'results.keeper.log'} and {cluster.logfile}")
+    raise RunFailed(f"the results cluster did not start: {line[6:] or 'no answer'}; see "
+                    f"{workspace.root / 'results.keeper.log'} and {cluster.logfile}, then run the command again")
 
 
 def _leave(workspace: Workspace, users, cluster: Cluster) -> None:
