@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import secrets
 import statistics
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +25,21 @@ def workspace_root():
     # Under the repository, not /tmp/pytest-of-*: that is 0700, and servers run as another user.
     root = REPO / ".workspace" / f"test-{os.getpid()}-{secrets.token_hex(2)}"
     yield root
+    close_workspace(root)
+
+
+def close_workspace(root: Path, timeout: float = 120) -> None:
+    """What tests left in a workspace removed: a pgpathbench process still in it (a test that failed
+    half-way) stopped first by SIGTERM, so that it tears down what it made (`clean --all` refuses
+    while one lives), then `clean --all`, then the directory."""
+    from pgpathbench.procs import cmdline, pid_alive
+    alive = [int(r.name) for r in root.glob("processes/*") if "pgpathbench" in cmdline(int(r.name))]
+    for pid, sig in itertools.product(alive, (signal.SIGCONT, signal.SIGTERM)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    deadline = time.monotonic() + timeout
+    while any(map(pid_alive, alive)) and time.monotonic() < deadline:
+        time.sleep(0.2)
     subprocess.run([sys.executable, "-m", "pgpathbench.cli", "clean", "--all", "--workspace", str(root)],
                    capture_output=True)
     shutil.rmtree(root, ignore_errors=True)

@@ -42,7 +42,7 @@ def _context(args):
 
 def _store(args, ws, bins):
     from .store import ResultsStore
-    return ResultsStore.open(_opt(args, "results_dsn"), ws, bins)
+    return ResultsStore.open(_opt(args, "results_dsn"), ws, bins, doing=args.command)
 
 
 def cmd_run(args, out: Console, err: Console) -> int:
@@ -185,8 +185,8 @@ def cmd_doctor(args, out: Console, err: Console) -> int:
 
 def cmd_clean(args, out: Console, err: Console) -> int:
     from .clean import clean
-    ws, _ = _context(args)
-    for line in clean(ws, remove_results=args.all):
+    ws, bins = _context(args)
+    for line in clean(ws, bins, everything=args.all, results_dsn=_opt(args, "results_dsn")):
         out.print(line, highlight=False)
     return 0
 

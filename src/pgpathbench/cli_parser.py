@@ -204,9 +204,11 @@ def build_parser() -> Parser:
                    help="check an existing server for a run's --server ROLE=DSN: reachable, version, privileges, "
                         "extensions, round trip from here (repeatable)")
 
-    c = sub.add_parser("clean", help="stop and remove every managed server and its data")
+    c = sub.add_parser("clean", help="stop and remove what runs that ended left (servers, data); runs in progress "
+                                     "are left alone")
     _common(c)
-    c.add_argument("--all", action="store_true", help="also remove the results cluster and its stored runs")
+    c.add_argument("--all", action="store_true", help="also remove the results cluster and its stored runs (not "
+                   "a --results-dsn database); refused while another pgpathbench process uses the workspace")
     _KNOWN.update(_options_by_command(parser))
     return parser
 

@@ -2,10 +2,10 @@
 
 UserError is a user's mistake (bad option, missing binary, unreachable DSN): the CLI prints
 its one line and exits 2. CaseError is one measurement that failed: the runner records it and
-goes on. ServerRefused is PostgreSQL's refusal relayed by one of its tools (pgbench -i, psql):
-like a psycopg error, no bug of ours. RunFailed is a run that ended with failed measurements, or
-stopped because a server died or refused: one line, exit 1. Anything else is a bug and keeps its
-traceback.
+goes on. ServerRefused is PostgreSQL's refusal relayed by one of its tools (pgbench -i, psql),
+or a managed server that initdb or its start could not bring up: like a psycopg error, no bug of
+ours. RunFailed is a run that ended with failed measurements, or a command that stopped because a
+server died or refused: one line, exit 1. Anything else is a bug and keeps its traceback.
 """
 
 
@@ -25,7 +25,8 @@ class CaseError(Exception):
 
 class ServerRefused(Exception):
     """A PostgreSQL tool we ran (pgbench -i, psql) failed on what the server answered: a role's
-    statement_timeout, a full disk, a missing privilege. The message is the tool's error line."""
+    statement_timeout, a full disk, a missing privilege; or initdb or a postmaster that failed (killed
+    by the OOM killer). The message is the tool's error line, or what happened and what to do."""
 
     @classmethod
     def of(cls, what: str, stderr: str, returncode: int) -> "ServerRefused":

@@ -159,6 +159,7 @@ class Runner:
     def start(self, options: StudyOptions, seed: int | None = None) -> str:
         self.binaries(options)  # a missing or unfetchable version fails before anything is written
         run_id = new_run_id()
+        self.workspace.enter(f"run {run_id}")   # seen by `clean --all` (and waiting for one at work)
         seed = secrets.randbits(31) if seed is None else seed
         self.store.create_run(run_id, options.study, options.preset,
                               {"studies": [options.to_json()], "pg_bindir": str(self.bins.bindir),
@@ -184,6 +185,7 @@ class Runner:
                 raise UserError(f"--repeat: run {run['run_id']} has {options.repeat} rounds; --resume can add rounds "
                                 f"(--repeat above {options.repeat}), not take any away")
             options = dataclasses.replace(options, repeat=repeat)
+        self.workspace.enter(f"run {run['run_id']}")
         failed, stored = self.store.failed_count(run["run_id"])
         planned = len(get_study(options.study).cases(options)) * options.repeat
         if run["status"] == "finished" and not failed and stored >= planned:

@@ -1,22 +1,38 @@
-"""Where the tool keeps its state: managed servers, the results cluster, secrets.
+"""Where the tool keeps its state, and who is alive in it.
 
 Layout under the workspace root:
   results/          the persistent results cluster (unless --results-dsn)
   servers/RUN/ROLE  a run's managed servers, removed when the run ends
+  servers/RUN.lock  held by the run's process while it lives
+  workspace.lock    held shared by every pgpathbench process in the workspace; `clean --all` alone
+  processes/PID     what each of them does, held while it lives
+
+Every lock is an flock, which the kernel drops when its process ends, however it ends (SIGKILL,
+the OOM killer): a lock nobody holds is a process that is gone, whatever files it left.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import fcntl
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from . import validate
 from .errors import UserError
 from .procs import OsUser
 
 ENV_VAR = "PGPATHBENCH_HOME"
+GATE = "workspace.lock"
+PROCESSES = "processes"
+NAMING_S = 1.0     # how long `clean --all` looks for the records of the processes it was refused by
+
+_present: dict[Path, tuple[int, int]] = {}   # root -> (our record, the gate): fds held until we exit
 
 
 def default_root() -> Path:
@@ -74,3 +90,136 @@ class Workspace:
 
     def run_servers_dir(self, run_id: str) -> Path:
         return self.servers_dir / run_id
+
+    # -- who is alive here ------------------------------------------------------------------
+    def enter(self, doing: str, alone: bool = False) -> None:
+        """Be seen in the workspace until this process ends: our record says what we do (said
+        again when called again), then the gate, shared. alone (`clean --all`): the gate exclusive,
+        without waiting; UserError naming the others when any is in. A process that enters while
+        `clean --all` works waits for it, so that nothing it starts is removed."""
+        if self.root in _present:
+            _write(_present[self.root][0], doing)
+            return
+        try:
+            (self.root / PROCESSES).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"--workspace: cannot create {self.root} ({e.strerror}); "
+                            "choose a writable directory") from None
+        record_path = self.root / PROCESSES / str(os.getpid())
+        record = _locked(record_path, fcntl.LOCK_EX)
+        _write(record, doing)
+        gate = os.open(self.root / GATE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB if alone else fcntl.LOCK_SH)
+        except BlockingIOError:
+            os.close(gate)
+            _leave(record_path, record)
+            others = self._others_named()
+            raise UserError(f"--all: other pgpathbench processes use workspace {self.root}: {', '.join(others)}; "
+                            "wait for them to end or stop them, then run clean --all again "
+                            "('pgpathbench clean' alone leaves what they use)") from None
+        _present[self.root] = (record, gate)
+        atexit.register(_leave, record_path, record)
+
+    def others(self) -> list[str]:
+        """What each other live pgpathbench process here does: 'run R (pid P)', 'report (pid P)'.
+        The records of processes that are gone are removed on the way."""
+        found = []
+        for path in sorted(self.root.glob(f"{PROCESSES}/*")):
+            if path.name == str(os.getpid()):
+                continue
+            text = _holder(path, remove_unheld=True)
+            if text is not None:
+                found.append(f"{text or 'starting'} (pid {path.name})")
+        return found
+
+    def _others_named(self) -> list[str]:
+        """others(), waiting a moment for a record: a process may hold the gate while its record is
+        being read, or have just left."""
+        deadline = time.monotonic() + NAMING_S
+        while not (found := self.others()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return found or ["a process that has just ended"]
+
+    def run_lock(self, run_id: str) -> Path:
+        return self.servers_dir / f"{run_id}.lock"
+
+    def hold_run(self, run_id: str) -> int:
+        """The run's lock, ours (with our pid in it) until closed or until we end; taken before
+        anything of the run is made. Waits while `clean` removes what a killed session of it left."""
+        fd = _locked(self.run_lock(run_id), fcntl.LOCK_EX)
+        _write(fd, f"pid {os.getpid()}")
+        return fd
+
+    def release_run(self, run_id: str, fd: int) -> None:
+        """Give the run's lock up, its file removed (under the lock: a waiter takes a new one)."""
+        self.run_lock(run_id).unlink(missing_ok=True)
+        os.close(fd)
+
+    @contextlib.contextmanager
+    def claim_run(self, run_id: str) -> Iterator[str | None]:
+        """Who runs run_id: 'pid P' while its process lives (nothing of it may be touched), or None
+        when it is gone: then its lock is ours until the block ends, so that a resume waits for
+        what is removed meanwhile, and is removed after."""
+        fd = _locked(self.run_lock(run_id), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if fd is None:
+            yield _holder(self.run_lock(run_id)) or "starting"
+            return
+        try:
+            yield None
+        finally:
+            self.release_run(run_id, fd)
+
+
+def _locked(path: Path, how: int) -> int | None:
+    """An fd of `path` (created with its directory if need be) under flock `how`; None if LOCK_NB and
+    someone else holds it. Taken again if the file was removed or replaced meanwhile: a lock on a
+    file nobody else can open any more keeps nobody out."""
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:   # its directory was removed in between
+            continue
+        try:
+            fcntl.flock(fd, how)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            if os.path.samestat(os.stat(path), os.fstat(fd)):
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def _holder(path: Path, remove_unheld: bool = False) -> str | None:
+    """The text of a lock file while its process holds it; None when nobody does (the file then
+    removed, if asked)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 200, 0).decode(errors="replace").strip()
+        if remove_unheld:
+            path.unlink(missing_ok=True)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _write(fd: int, text: str) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, text.encode(), 0)
+
+
+def _leave(record_path: Path, record: int) -> None:
+    """Our record removed (under its lock: whoever reads it meanwhile still sees us), at exit."""
+    with contextlib.suppress(OSError):
+        record_path.unlink(missing_ok=True)
+        os.close(record)

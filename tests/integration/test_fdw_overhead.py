@@ -21,7 +21,6 @@ from conftest import our_processes, pgpathbench, report_json, spawn_pgpathbench
 
 from pgpathbench import __version__
 from pgpathbench.environment import tool_version
-from pgpathbench.servers.cluster import socket_dir
 from pgpathbench.stats import paired_ratios, summarise
 
 pytestmark = pytest.mark.integration
@@ -210,17 +209,3 @@ def test_sigterm_stops_cleanly_and_marks_interrupted(workspace_root):
     assert rep["run"]["status"] == "interrupted"
     assert rep["run"]["summary"]["interrupted_by"] == "SIGTERM"
     assert 1 <= len(rep["measurements"]) < 6 and all(m["ok"] for m in rep["measurements"])
-
-
-def test_clean_stops_everything(workspace_root):
-    proc = spawn_pgpathbench(*SMALL, "--keep-servers", workspace=workspace_root)
-    wait_for_measurements(proc, 1)
-    clusters = [d.parent for d in (workspace_root / "servers").glob("*/*/data")]
-    sockets = [socket_dir(c) for c in clusters]
-    assert sockets and all(s.is_dir() for s in sockets)
-    res = pgpathbench("clean", workspace=workspace_root)
-    assert res.returncode == 0 and "stopped server" in res.stdout
-    proc.wait(timeout=60)
-    assert our_processes(workspace_root) == []
-    assert not (workspace_root / "servers").exists() or not any((workspace_root / "servers").iterdir())
-    assert not any(s.exists() for s in sockets), "a socket directory (in /tmp when the path is long) left"

@@ -7,7 +7,6 @@ import os
 import signal
 import statistics
 import subprocess
-import time
 from collections import Counter
 
 import pytest
@@ -101,20 +100,3 @@ def test_sigterm_removes_proxy_namespace_and_servers(workspace_root):
     assert our_processes(workspace_root) == []
     assert netns_of(run_id) == []
     assert not (workspace_root / "network.json").exists() or "pgpb-" not in (workspace_root / "network.json").read_text()
-
-
-def test_clean_removes_what_a_killed_run_left(workspace_root):
-    proc = spawn_pgpathbench(*LINKED, workspace=workspace_root)
-    wait_for_measurements(proc, 1)
-    run_id = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)[-1]["run_id"]
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    deadline = time.monotonic() + 20
-    while our_processes(workspace_root) and time.monotonic() < deadline:  # children die with their parent
-        time.sleep(0.2)
-    assert our_processes(workspace_root) == []
-    if os.geteuid() == 0:
-        assert netns_of(run_id), "a SIGKILLed run cannot remove its namespace: clean must"
-    res = pgpathbench("clean", workspace=workspace_root)
-    assert res.returncode == 0
-    assert netns_of(run_id) == []

@@ -1,17 +1,16 @@
 """Nothing breaks: concurrent runs in one workspace, SIGKILLs at several points of a linked run,
-a managed server killed mid-run, failed measurements. Real servers; tolerances fit a loaded
-2-core machine (no timing targets)."""
+a managed server killed mid-run or in initdb, `clean` beside a live run, failed measurements.
+Real servers; tolerances fit a loaded 2-core machine (no timing targets)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -19,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, our_processes, pgpathbench, report_json, spawn_pgpathbench
+from conftest import (REPO, assert_user_error, close_workspace, cmdlines, our_processes, pgpathbench, report_json,
+                      spawn_pgpathbench, started_cluster)
+from pgpathbench.servers.cluster import socket_dir
 
 SMALL = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_local",
          "--clients", "1", "--repeat", "2", "--duration", "1"]
@@ -32,8 +33,7 @@ def ws():
     """A workspace of its own: `latest` is this test's run, `runs` lists only its runs."""
     root = REPO / ".workspace" / f"robust-{os.getpid()}-{secrets.token_hex(2)}"
     yield root
-    subprocess.run([sys.executable, "-m", "pgpathbench.cli", "clean", "--all", "--workspace", str(root)], capture_output=True)
-    shutil.rmtree(root, ignore_errors=True)
+    close_workspace(root)
 
 
 def runs(ws: Path) -> list[dict]:
@@ -182,10 +182,11 @@ def test_a_server_killed_mid_measurement_stops_the_run_and_resume_fills_the_hole
     assert_nothing_left(ws, run_id)
 
 
-def test_clean_frees_what_a_server_killed_with_its_run_left(ws):
+def test_clean_after_a_sigkilled_run_removes_what_it_left_and_resume_completes(ws):
     """Server and tool both SIGKILLed (the tool first held still, so it cannot tear down): the
-    server's shared memory outlives them, and `clean` frees it before removing its data."""
-    proc = spawn_pgpathbench(*SMALL, workspace=ws)
+    server's shared memory outlives them, and `clean` frees it before removing its data; it
+    removes the run's namespace and servers too (its lock is free); the run then resumes complete."""
+    proc = spawn_pgpathbench(*LINKED, "--repeat", "1", workspace=ws)
     run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{4})", "".join(read_until(proc, measured(1)))).group(1)
     data = ws / "servers" / run_id / "pg15_source" / "data"
     pid = int((data / "postmaster.pid").read_text().split()[0])
@@ -196,10 +197,105 @@ def test_clean_frees_what_a_server_killed_with_its_run_left(ws):
     proc.wait()
     wait_gone(ws)
     assert (data / "postmaster.pid").exists() and still_there(held) == held, "what clean has to free"
+    assert run_id in (ws / "network.json").read_text() if os.geteuid() == 0 else True, "its namespace, too"
     res = pgpathbench("clean", workspace=ws)
     assert res.returncode == 0, res.stderr
-    assert f"freed the shared memory of the crashed server {data.parent}" in " ".join(res.stdout.split()), res.stdout
+    said = " ".join(res.stdout.split())
+    assert f"freed the shared memory of the crashed server {data.parent}" in said, res.stdout
+    assert f"removed {ws / 'servers' / run_id}" in said and "in progress" not in said, res.stdout
     assert still_there(held) == [] and not data.exists()
+    assert_nothing_left(ws, run_id)
+    res = pgpathbench("run", "--resume", run_id, workspace=ws)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    complete(ws, run_id, 3)
+
+
+def initdb_of(under: Path, timeout: float = 120) -> int:
+    """The pid of the first initdb that makes a cluster below `under`, as soon as it runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid, cmd in cmdlines().items():
+            if cmd.split(" ", 1)[0].endswith("/initdb") and f" {under}/" in cmd:
+                return pid
+        time.sleep(0.01)
+    raise AssertionError(f"no initdb below {under} within {timeout} s")
+
+
+def test_clean_beside_a_live_run_touches_nothing_of_it(ws):
+    """`clean` while a run makes its first server (its initdb held still) and while it measures
+    through its namespace and proxy; `clean --all` then, refused, naming the run and a `runs` that
+    reads the store: the run ends complete. The run is held still while they work, so that they
+    meet it alive whatever the machine's load. What it kept (--keep-servers) is then clean's;
+    `clean --all --results-dsn` with a store of the user's drops neither that store nor the
+    workspace's results cluster."""
+    proc = spawn_pgpathbench(*LINKED, "--repeat", "1", "--keep-servers", workspace=ws)
+    initdb = initdb_of(ws / "servers")
+    os.kill(initdb, signal.SIGSTOP)
+    try:
+        mid_initdb = pgpathbench("clean", workspace=ws)
+        assert list(ws.glob("servers/*/pg15_*/password")), "the cluster initdb is making, still there"
+    finally:
+        os.kill(initdb, signal.SIGCONT)
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{4})", "".join(read_until(proc, measured(1)))).group(1)
+    left = f"left run {run_id}: in progress (pid {proc.pid})"
+    assert mid_initdb.returncode == 0 and left in mid_initdb.stdout, mid_initdb.stdout + mid_initdb.stderr
+    proc.send_signal(signal.SIGSTOP)   # its servers, namespace and proxy up
+    try:
+        measuring = pgpathbench("clean", workspace=ws)
+        reader = spawn_pgpathbench("runs", workspace=ws)
+        try:
+            while not (ws / "processes" / str(reader.pid)).exists():   # it is in the workspace: held there
+                assert reader.poll() is None, reader.communicate()
+                time.sleep(0.01)
+            reader.send_signal(signal.SIGSTOP)
+            refused = pgpathbench("clean", "--all", workspace=ws)
+        finally:
+            reader.send_signal(signal.SIGCONT)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    assert measuring.returncode == 0 and left in measuring.stdout and "removed" not in measuring.stdout, measuring.stdout
+    assert_user_error(refused, f"run {run_id} (pid {proc.pid})")
+    assert f"runs (pid {reader.pid})" in refused.stderr, refused.stderr
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in err, err[-3000:]
+    assert reader.wait(timeout=60) == 0
+
+    kept = [d.parent for d in (ws / "servers" / run_id).glob("*/data")]
+    assert kept and all(socket_dir(c).is_dir() for c in kept)
+    with contextlib.contextmanager(started_cluster)("theirs", ws / "elsewhere") as theirs:
+        theirs.create_database("their_store")
+        dsn = theirs.conninfo("their_store")
+        assert pgpathbench("runs", "--results-dsn", dsn, workspace=ws).returncode == 0   # made a store
+        res = pgpathbench("clean", "--all", "--results-dsn", dsn, workspace=ws)
+        assert res.returncode == 0, res.stderr
+        assert f"removed {ws / 'servers' / run_id}" in " ".join(res.stdout.split()), res.stdout
+        with theirs.connect("their_store") as conn:
+            assert conn.execute("SELECT count(*) FROM pgpathbench.run").fetchone() == (0,)
+    assert not any(socket_dir(c).exists() for c in kept), "a socket directory (in /tmp when the path is long) left"
+    complete(ws, run_id, 3)   # whole: and the workspace's results cluster, not the store in question, kept
+    assert_nothing_left(ws, run_id)
+
+
+def test_initdb_killed_is_one_line_naming_the_cause(ws):
+    """initdb SIGKILLed (by the OOM killer, or by the `clean` of an older version): of the results
+    cluster, the command says so in one line, and the next one makes the cluster whole; of a run's
+    server, the run stops in one line that says how to resume it."""
+    reader = spawn_pgpathbench("runs", workspace=ws)
+    os.kill(initdb_of(ws / "results"), signal.SIGKILL)
+    _, err = reader.communicate(timeout=120)
+    assert reader.returncode == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith("pgpathbench: the results cluster did not start: initdb of results failed: killed by "
+                          "SIGKILL, by the kernel's OOM killer"), err
+    proc = spawn_pgpathbench(*SMALL, workspace=ws)   # its results cluster made whole, or it could not start
+    os.kill(initdb_of(ws / "servers"), signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    run_id = runs(ws)[-1]["run_id"]
+    said = [line for line in err.splitlines() if line.startswith("pgpathbench:")]
+    assert proc.returncode == 1 and len(said) == 1 and "Traceback" not in err, err[-3000:]
+    assert re.search(r"initdb of pg15_\w+ failed: killed by SIGKILL", said[0]), said
+    assert f"'pgpathbench run --resume {run_id}'" in said[0], said
+    assert runs(ws)[-1]["status"] == "failed"
+    assert_nothing_left(ws, run_id)
 
 
 def test_failed_measurements_are_counted_exit_1_and_measured_again_on_resume(ws):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -28,7 +29,7 @@ from typing import Mapping
 import psycopg
 import psycopg.sql
 
-from ..errors import UserError
+from ..errors import ServerRefused, UserError
 from ..evidence import Watched
 from ..procs import OsUser, end_process, password_env, pid_alive, pid_exists, processes_in
 from .binaries import PgBinaries
@@ -124,9 +125,13 @@ class Cluster:
         pwfile.write_text(secret + "\n")
         os.chmod(pwfile, 0o600)
         self.user.chown(pwfile)
+        # Made aside and renamed once whole: an initdb killed half-way leaves no cluster that looks made.
+        staging = self.root / "data.initdb"
+        for half_made in (staging, self.data):
+            shutil.rmtree(half_made, ignore_errors=True)
         try:
             res = self.user.run(
-                [str(self.bins.path("initdb")), "-D", str(self.data), "-U", SUPERUSER,
+                [str(self.bins.path("initdb")), "-D", str(staging), "-U", SUPERUSER,
                  f"--pwfile={pwfile}", "--auth-local=trust", "--auth-host=scram-sha-256",
                  "-E", "UTF8", "--locale=C", "--no-sync"],
                 capture_output=True, text=True,
@@ -134,9 +139,10 @@ class Cluster:
         finally:
             pwfile.unlink(missing_ok=True)
         if res.returncode != 0:
-            raise RuntimeError(f"initdb of {self.name} failed: {res.stderr.strip()}")
-        with open(self.data / "postgresql.conf", "a") as f:
+            raise _failed(f"initdb of {self.name}", res.returncode, res.stderr)
+        with open(staging / "postgresql.conf", "a") as f:
             f.write("\ninclude_if_exists 'pgpathbench.conf'\n")
+        staging.rename(self.data)
 
     @property
     def tcp_host(self) -> str:
@@ -174,7 +180,8 @@ class Cluster:
                 return self
             if "could not bind" not in self.log_tail():  # a port race is retried, anything else is not
                 break
-        raise RuntimeError(f"server {self.name} did not start; log {self.logfile}:\n{self.log_tail()}")
+        raise _failed(f"the start of server {self.name}", self._proc.returncode if self._proc else None,
+                      self.log_tail(), self.logfile)
 
     def restart(self) -> "Cluster":
         """Stop and start again on the same port and network stack (what ALTER SYSTEM of a
@@ -339,6 +346,19 @@ class Cluster:
                 "binaries": getattr(self.bins, "origin", str(self.bins.bindir)),
                 "client_tools_major": getattr(self.bins, "client_major", self.bins.major),
                 "auth": {"local": "trust (private 0700 socket dir)", "tcp": self.tcp_auth}}
+
+
+def _failed(what: str, returncode: int | None, output: str, log: Path | None = None) -> ServerRefused:
+    """One line: why initdb or a postmaster's start failed, and what to do. A SIGKILL comes from
+    outside (the kernel's OOM killer, another process), and says nothing of its own."""
+    # initdb reports its own postgres killed as "child process exited with exit code 137" (the shell's 128 + 9)
+    if returncode == -signal.SIGKILL or re.search(r"\bexit code 137\b|signal 9\b", output):
+        return ServerRefused(f"{what} failed: killed by SIGKILL, by the kernel's OOM killer (dmesg says) or by "
+                             "another process; free memory or stop that process")
+    where = f" (log {log})" if log else ""
+    if returncode is None:
+        return ServerRefused(f"{what} failed: not ready within {START_TIMEOUT_S} s{where}")
+    return ServerRefused.of(what + where, output, returncode)
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -136,3 +136,11 @@ def remove_netns_links(state_file: Path, only: str | None = None, owner: str | N
                 said += _remove(rec)
         box[0] = keep
     return said
+
+
+def netns_owners(state_file: Path) -> set[str]:
+    """The runs that recorded namespaces (a record without an owner is no run's)."""
+    if not Path(state_file).exists():
+        return set()
+    with _locked(state_file) as box:
+        return {rec["owner"] for rec in box[0] if rec.get("owner")}

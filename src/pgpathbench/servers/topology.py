@@ -2,9 +2,10 @@
 
 A study asks for clusters by name (`source`, `external`, ...) and maps its roles onto them.
 Every cluster made here is stopped, and the run's directory (servers/RUN: data, proxy log and
-config, scripts) removed, when the run ends, however it ends. What a killed session of the
-same run left (servers, proxy, namespaces, files) is removed when the run resumes, or when any
-other run starts (`clear_killed_runs`).
+config, scripts) removed, when the run ends, however it ends. The run's lock (Workspace.hold_run)
+is held meanwhile, taken before anything is made: what a run that is gone left (servers, proxy,
+namespaces, files) is removed when it resumes, when any other run starts (`clear_killed_runs`),
+or by `clean`; nothing of a run that holds its lock is.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from pathlib import Path
 import psycopg
 
 from ..errors import UserError
-from ..procs import cmdline, pid_alive
+from ..procs import OsUser, cmdline, pid_alive
 from ..workspace import Workspace
-from .binaries import PgBinaries
-from .cluster import TCP_AUTH, Cluster, postmaster_pid, socket_dir, stop_pid
+from .binaries import PgBinaries, at_hand
+from .cluster import TCP_AUTH, Cluster, postmaster_pid, release_ipc, socket_dir, stop_pid
 from .netns import create_netns, remove_netns_links
 from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt
 from .ledger import Ledger
@@ -55,6 +56,7 @@ class Servers:
         self.user_dsns = user_dsns or {}          # role -> the user's server (--server ROLE=DSN)
         self.user_servers: dict[str, UserServer] = {}
         self.ledger = Ledger(workspace.root)
+        self._lock: int | None = None   # the run's lock, held from __enter__ to close()
 
     def user_server(self, role: str) -> UserServer | None:
         """The user's server in `role`, if --server named one (the same for every major)."""
@@ -165,6 +167,8 @@ class Servers:
             if pid:
                 stop_pid(pid)
                 said.append(f"stopped server {data.parent.name} (pid {pid})")
+            if (data / "postmaster.pid").exists():   # stopped, so its postmaster died without shutting down
+                said.append(free_crashed(data, self.workspace))
             shutil.rmtree(socket_dir(data.parent), ignore_errors=True)
         said += filter(None, [stop_recorded_proxy(self.root / PROXY_PID_FILE)])
         said += remove_netns_links(self.netns_state, owner=self.run_id)
@@ -183,9 +187,14 @@ class Servers:
             self._drop_user_objects()
             self._close_clusters()
         finally:   # after the servers inside them have stopped
-            remove_netns_links(self.netns_state, owner=self.run_id)
-            if not self.keep:
-                shutil.rmtree(self.root, ignore_errors=True)
+            try:
+                remove_netns_links(self.netns_state, owner=self.run_id)
+                if not self.keep:
+                    shutil.rmtree(self.root, ignore_errors=True)
+            finally:   # last: until now, nothing of the run is anyone else's to remove
+                if self._lock is not None:
+                    self.workspace.release_run(self.run_id, self._lock)
+                    self._lock = None
 
     def _drop_user_objects(self) -> None:
         if self.keep:
@@ -208,7 +217,13 @@ class Servers:
                 c.remove()
 
     def __enter__(self) -> "Servers":
-        said = self.clear_leftovers()
+        self._lock = self.workspace.hold_run(self.run_id)
+        try:
+            said = self.clear_leftovers()
+        except BaseException:
+            self.workspace.release_run(self.run_id, self._lock)
+            self._lock = None
+            raise
         if said:
             self.log("removed what an earlier, killed session of this run left: " + "; ".join(said))
         return self
@@ -226,10 +241,28 @@ def clear_killed_runs(workspace: Workspace, bins: PgBinaries, runs: list[dict], 
         root = workspace.run_servers_dir(run["run_id"])
         if run["status"] != "killed" or run["run_id"] == current or not root.is_dir():
             continue
-        size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
-        done = Servers(workspace, run["run_id"], bins).clear_leftovers()
+        with workspace.claim_run(run["run_id"]) as holder:
+            if holder is not None:   # resumed meanwhile
+                continue
+            size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
+            done = Servers(workspace, run["run_id"], bins).clear_leftovers()
         said.append(f"removed what killed run {run['run_id']} left ({size / 1e9:.1f} GB): " + "; ".join(done))
     return said
+
+
+def free_crashed(data: Path, workspace: Workspace) -> str:
+    """What it says of freeing the shared memory a crashed server left (cluster.release_ipc)."""
+    try:
+        bins = at_hand(int((data / "PG_VERSION").read_text()), workspace)
+        user = OsUser.owner_of(data)
+    except (OSError, ValueError, KeyError):
+        bins = None
+    if bins is None:
+        return f"left the shared memory of the crashed server {data.parent}: no PostgreSQL binaries for it here"
+    why = release_ipc(data, bins, user)
+    if why is None:
+        return f"freed the shared memory of the crashed server {data.parent}"
+    return f"could not free the shared memory of the crashed server {data.parent} ({why}); ipcs -m lists it"
 
 
 def stop_recorded_proxy(pid_file: Path) -> str | None:

@@ -25,7 +25,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from ..errors import UserError
+from ..errors import RunFailed, UserError
 from ..matrix import Case
 from ..procs import cmdline, end_process, pid_alive
 from ..servers.binaries import PgBinaries
@@ -45,11 +45,12 @@ class ResultsStore:
         self.conn = conn
         self._users = None        # our share of the managed results cluster (keeper.py), if we use it
         self._workspace: Workspace | None = None
-        self._cluster: Cluster | None = None
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
-    def open(cls, dsn: str | None, workspace: Workspace, bins: PgBinaries) -> "ResultsStore":
+    def open(cls, dsn: str | None, workspace: Workspace, bins: PgBinaries, doing: str = "reading") -> "ResultsStore":
+        """The store: --results-dsn's database, or the workspace's results cluster, joined as a
+        process that is `doing` something (Workspace.enter: `clean --all` names it)."""
         if dsn:
             try:
                 conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
@@ -58,20 +59,16 @@ class ResultsStore:
                 raise UserError(f"--results-dsn: cannot connect ({reason}); check host, port, user and password") from None
             store = cls(conn)
         else:
-            store = cls._open_managed(workspace, bins)
+            store = cls._open_managed(workspace, bins, doing)
         store._apply_schema()
         return store
 
     @classmethod
-    def _open_managed(cls, workspace: Workspace, bins: PgBinaries) -> "ResultsStore":
+    def _open_managed(cls, workspace: Workspace, bins: PgBinaries, doing: str) -> "ResultsStore":
         """Join the workspace's results cluster, started by a keeper if nobody runs it (keeper.py)."""
         bins.require("initdb", "postgres")
         cluster = Cluster("results", workspace.results_dir, bins, workspace.server_user)
-        try:
-            workspace.root.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"--workspace: cannot create {workspace.root} ({e.strerror}); "
-                            "choose a writable directory") from None
+        workspace.enter(doing)   # first: `clean --all` never removes a cluster we are joining
         users = open(workspace.root / keeper.USERS, "a")   # held (shared) while this store is open
         try:
             with open(workspace.root / keeper.LOCK, "a") as lock:
@@ -80,9 +77,9 @@ class ResultsStore:
                 cluster.port = _running_port(workspace, cluster) or _start_keeper(workspace, cluster)
             store = cls(cluster.connect(RESULTS_DB))
         except BaseException:
-            _leave(workspace, users, cluster)
+            _leave(workspace, users)
             raise
-        store._users, store._workspace, store._cluster = users, workspace, cluster
+        store._users, store._workspace = users, workspace
         return store
 
     def _apply_schema(self) -> None:
@@ -97,7 +94,7 @@ class ResultsStore:
         finally:
             users, self._users = self._users, None
             if users is not None:
-                _leave(self._workspace, users, self._cluster)
+                _leave(self._workspace, users)
 
     def __enter__(self) -> "ResultsStore":
         return self
@@ -319,28 +316,42 @@ def _start_keeper(workspace: Workspace, cluster: Cluster) -> int:
     stop_keeper(proc.pid)
     if line.startswith("error --workspace"):
         raise UserError(line[len("error "):])
-    raise RuntimeError(f"the results cluster did not start: {line[6:] or 'no answer'}; "
-                       f"see {workspace.root / 'results.keeper.log'} and {cluster.logfile}")
+    raise RunFailed(f"the results cluster did not start: {line[6:] or 'no answer'}; see "
+                    f"{workspace.root / 'results.keeper.log'} and {cluster.logfile}, then run the command again")
 
 
-def _leave(workspace: Workspace, users, cluster: Cluster) -> None:
-    """Give up our share; the last user out stops the keeper (and so the cluster) and waits."""
+def _leave(workspace: Workspace, users) -> list[str] | None:
+    """Give up our share; the last user out stops the keeper (and so the cluster) and waits. What
+    it stopped; None while others use the cluster."""
     with open(workspace.root / keeper.LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             users.close()
-            return
+            return None
+        said = []
         try:
             pid = keeper_pid(workspace)
             if pid is not None:
                 stop_keeper(pid)
-            leftover = postmaster_pid(cluster.data)
+                said.append(f"stopped the results cluster's keeper (pid {pid})")
+            leftover = postmaster_pid(workspace.results_dir / "data")
             if leftover is not None:   # a keeper that died and left its postmaster shutting down
                 stop_pid(leftover)
+                said.append(f"stopped the results cluster (pid {leftover})")
         finally:
             users.close()
+        return said
+
+
+def stop_unused(workspace: Workspace) -> list[str]:
+    """What `clean` does to the results cluster: stop it (keeper, a postmaster a keeper left) when
+    no process uses it; a cluster in use is left alone. What it did."""
+    if not (workspace.root / keeper.USERS).exists():
+        return []
+    said = _leave(workspace, open(workspace.root / keeper.USERS, "a"))
+    return ["left the results cluster running: other pgpathbench processes use it"] if said is None else said
 
 
 def stop_keeper(pid: int) -> None:
