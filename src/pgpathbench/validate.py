@@ -198,14 +198,19 @@ def _mounts() -> list[tuple[str, str]]:
     return [(decode(f[1]), f[2]) for f in (line.split() for line in lines) if len(f) >= 3]
 
 
-def file_system(path: Path) -> str | None:
-    """The type of the file system holding an existing path (the longest matching mount)."""
+def mount_of(path: Path | str) -> tuple[str, str | None]:
+    """(mount point, type) of the file system holding an existing path (the longest matching mount)."""
     real = os.path.realpath(path)
-    best, kind = "", None
+    best, kind = "/", None
     for mount, fstype in _mounts():
         if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
             best, kind = mount, fstype
-    return kind
+    return best, kind
+
+
+def file_system(path: Path) -> str | None:
+    """The type of the file system holding an existing path."""
+    return mount_of(path)[1]
 
 
 def _check_path(text: str, kind: str) -> tuple[Path, Path]:

@@ -149,8 +149,10 @@ def _spawn(pgbench: Path | str, spec: TimedRun, log_prefix: Path | None):
     if m.timed_out:
         raise CaseError(f"pgbench did not finish within {spec.timeout_s} s")
     if m.returncode != 0:
-        lines = [line for line in m.stderr.splitlines() if line.strip() and not line.startswith("progress:")]
-        raise CaseError(f"pgbench exit {m.returncode}: {lines[-1] if lines else 'no message'}")
+        lines = [" ".join(line.split()) for line in m.stderr.splitlines() if line.strip() and not line.startswith("progress:")]
+        # the server's error that aborted a client says why; "Run was aborted" after it does not
+        cause = next((line for line in lines if "ERROR:" in line or "FATAL:" in line), lines[-1] if lines else None)
+        raise CaseError(f"pgbench exit {m.returncode}: {cause or 'no message'}")
     return m
 
 
