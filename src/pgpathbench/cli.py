@@ -23,7 +23,7 @@ from .cli_parser import FORMATS, build_parser, study_options  # noqa: F401 (FORM
 from .errors import Interrupted, RunFailed, UserError
 from .files import write_atomically
 from .report import present, render
-from .servers import user, user_checks
+from .servers import parse_check, user, user_checks
 from .studies import STUDIES, get as get_study
 
 
@@ -61,10 +61,12 @@ def cmd_run(args, out: Console, err: Console) -> int:
         # stored with the options, and seen by the study's refine() (a user server's transports)
         options = study_options(study, args, user.stored(dsns) if dsns else {})
     ws, bins = _context(args)
-    if options is not None:
-        bins.require(*get_study(options.study).required_tools)
-        get_study(options.study).check(options, bins)   # before anything is written (a user's scripts)
-        user_checks.preflight(get_study(options.study), options, dsns, bins)   # the user's servers: read only
+    if options is not None:   # before anything is written:
+        bins.require(*study.required_tools)
+        study.check(options, bins)   # the binaries' word (pgbench on a user's script, --set's values)
+        parse_check.check(study.user_sql(options), bins, ws.server_user)   # a server's, on the user's SQL
+        study.check_space(options, ws)
+        user_checks.preflight(study, options, dsns, bins)   # the user's servers: read only
         for role in user.passwords_given(args.servers):
             err.print(f"pgpathbench: warning: --server {role}: its DSN holds a password, which any user of this "
                       "machine sees in ps while the run lasts; prefer PGPASSWORD or ~/.pgpass", highlight=False)

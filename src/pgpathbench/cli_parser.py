@@ -15,10 +15,12 @@ from typing import Callable, Sequence
 
 from . import __version__, validate
 from .errors import UserError
+from .files import size_text
 from .matrix import Preset
 from .servers.topology import require_proxy
 from .studies import STUDIES
 from .results.convergence import MIN_ROUNDS
+from .results.exported import MAX_EXPORT_BYTES
 from .studies.base import StudyOptions
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -146,7 +148,8 @@ def _run_parser(sub) -> None:
                             action="append" if param.repeatable else "store")
 
 
-RUN_OR_EXPORT = "a run id, latest (default), latest~N, or a run's export (FILE.json, FILE.json.gz)"
+RUN_OR_EXPORT = ("a run id, latest (default), latest~N, or a run's export (FILE.json, FILE.json.gz; up to "
+                 f"{size_text(MAX_EXPORT_BYTES)} uncompressed)")
 
 
 def build_parser() -> Parser:
