@@ -179,8 +179,9 @@ def _print_comparison(run_a, run_b, differences, fmt: str, target: Path | None, 
 
 def cmd_doctor(args, out: Console, err: Console) -> int:
     from .doctor import checks
+    roles = {r.name: r for s in STUDIES.values() for r in s.roles.values() if r.needs is not None}
     rows, ok = checks(_opt(args, "workspace"), _opt(args, "server_user"), _opt(args, "pg_bindir"),
-                      _opt(args, "results_dsn"), user.parse_servers(args.servers, None))
+                      _opt(args, "results_dsn"), user.parse_servers(args.servers, roles, "any study"))
     present.print_doctor(rows, out)
     return 0 if ok else 1
 

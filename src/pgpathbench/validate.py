@@ -161,6 +161,51 @@ def shell_words(text: str) -> list[str]:
         raise ValueError(f"'{text}': a quote is not closed; quote each value whole (e.g. -Dx=\"a b\")") from None
 
 
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _shown(text: str, what: str) -> str:
+    """"what 'text'", or `what` alone when the text is not harmless to repeat (a DSN typed here by
+    mistake holds a password)."""
+    return f"{what} '{text}'" if re.fullmatch(r"[\w.:%\[\]-]{1,60}", text) else what
+
+
+def port(text: str) -> int:
+    if not digits(text) or not 1 <= int(text) <= 65535:
+        raise ValueError(f"{_shown(text, 'the port')} is not a whole number from 1 to 65535")
+    return int(text)
+
+
+def host(text: str) -> str:
+    """A DNS name (labels of letters, digits and '-', 253 characters at most), or an IP address."""
+    import ipaddress
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    labels = text.removesuffix(".").split(".")
+    if len(text) > 253 or not all(_LABEL.fullmatch(label) for label in labels) or labels[-1].isdigit():
+        raise ValueError(f"{_shown(text, 'the host')} is not a host name (letters, digits, '-' and '.') or an IP "
+                         "address")
+    return text
+
+
+def host_port(text: str) -> tuple[str, int | None]:
+    """HOST[:PORT]: a host (an IPv6 address in brackets when a port follows), the port 1 to 65535."""
+    text = text.strip()
+    if text.startswith("["):
+        inside, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(f"{_shown(text, 'the address')} is not [IPV6]:PORT")
+        address, given = inside, rest[1:] if rest else None
+    elif text.count(":") > 1:   # an IPv6 address alone
+        address, given = text, None
+    else:
+        address, sep, given = text.partition(":")
+        given = given if sep else None
+    return host(address), None if given is None else port(given)
+
+
 def user_name(text: str) -> str:
     """An OS user name. The value is only repeated when it looks like one (a DSN typed here by
     mistake holds a password)."""
