@@ -154,7 +154,7 @@ RUN_OR_EXPORT = ("a run id, latest (default), latest~N, or a run's export (FILE.
 
 def build_parser() -> Parser:
     parser = Parser(prog="pgpathbench", description="Benchmark laboratory for PostgreSQL data-access paths.")
-    parser.add_argument("--version", action="version", version=f"pgpathbench {__version__}")
+    parser.add_argument("--version", action=_VersionAlone, help="print pgpathbench's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     _run_parser(sub)
     run_ref = _checked(validate.run_or_export)
@@ -212,6 +212,20 @@ def build_parser() -> Parser:
     c.add_argument("--all", action="store_true", help="also remove the results cluster and its stored runs")
     _KNOWN.update(_options_by_command(parser))
     return parser
+
+
+class _VersionAlone(argparse.Action):
+    """--version, given alone: with anything else it is refused (argparse would print the version
+    and drop the rest)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if len(_ARGV) != 1:
+            raise UserError("--version: takes nothing else; write 'pgpathbench --version' alone")
+        print(f"pgpathbench {__version__}")
+        parser.exit()
 
 
 def _options_by_command(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict:
