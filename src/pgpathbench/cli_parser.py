@@ -170,10 +170,13 @@ def build_parser() -> Parser:
     _common(rep)
     rep.add_argument("run", nargs="*", default=["latest"], metavar="RUN", type=run_ref,
                      help=f"{RUN_OR_EXPORT}; several runs with --html make one page")
-    rep.add_argument("--format", choices=FORMATS, default="table")
-    rep.add_argument("--wide", action="store_true", help="terminal tables with every column (wider than 120)")
+    rep.add_argument("--format", choices=FORMATS, help="on stdout (default table); not with --html")
+    rep.add_argument("--wide", action="store_true", help="terminal tables with every column (wider than 120); "
+                                                         "with --format table only")
     rep.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
-                     help="write a self-contained HTML report (tables, charts, environment) to FILE and print its path")
+                     help="write a self-contained HTML report (tables, charts, environment) to FILE and print its "
+                          "path; FILE must not exist, unless --overwrite")
+    rep.add_argument("--overwrite", action="store_true", help="with --html: replace FILE if it exists")
 
     ex = sub.add_parser("export", help="export a stored run's measurements (csv, or versioned json)")
     _common(ex)
@@ -190,9 +193,10 @@ def build_parser() -> Parser:
     _common(cmp)
     cmp.add_argument("run_a", metavar="RUN_A", type=run_ref, help="the baseline run (id, latest, or an exported FILE.json)")
     cmp.add_argument("run_b", metavar="RUN_B", type=run_ref, help="the run compared with it (id, latest, or an exported FILE.json)")
-    cmp.add_argument("--format", choices=("table", "markdown", "html"), default="table")
+    cmp.add_argument("--format", choices=("table", "markdown", "html"), help="on stdout (default table); not with --html")
     cmp.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
-                     help="write the comparison as a self-contained HTML file")
+                     help="write the comparison as a self-contained HTML file; FILE must not exist, unless --overwrite")
+    cmp.add_argument("--overwrite", action="store_true", help="with --html: replace FILE if it exists")
     cmp.add_argument("--force", action="store_true",
                      help="compare even when the runs' environments differ (the differences are printed)")
     cmp.add_argument("--fail-if-slower", metavar="PCT", type=_checked(validate.percent),
