@@ -2,7 +2,7 @@
 anything of a run is written, with nothing executed, and no error that quotes the text.
 
 The check's server is one of its own: a managed cluster of the run's binaries initialised in a
-private scratch directory (tmpfs when there is one) and removed at once. It costs about 1.5 s
+private scratch directory (tmpfs when it has room) and removed at once. It costs about 1.5 s
 (initdb and start) per run that brings SQL of its own, and buys what the alternatives do not:
 nothing of a refused file reaches a server that holds anything (the results cluster, a user's
 server or --results-dsn's store), the check is the same whatever the store, and a refused
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -38,6 +39,7 @@ _ENDING = "\n;\nSELECT\n;\nSELECT"
 _ACCEPTED = ("42601", "cannot insert multiple commands into a prepared statement")
 # A start as cheap as a server gets: nothing is stored, one session connects.
 _SETTINGS = {"max_connections": "5", "autovacuum": "off", "fsync": "off", "lc_messages": "C"}
+_ROOM_BYTES = 256 << 20   # tmpfs when it has room for a cluster (40 MB) and its WAL
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def check(given: list[Sql], bins: PgBinaries, user: OsUser) -> None:
     refusal, naming the option and the line, never the text."""
     if not given:
         return
-    with _server(bins, user) as conn:
+    with _server(bins, user, given[0].option.split()[0]) as conn:
         for sql in given:
             refusal = _refusal(conn, sql)
             if refusal is not None:
@@ -63,16 +65,19 @@ def check(given: list[Sql], bins: PgBinaries, user: OsUser) -> None:
 
 
 @contextlib.contextmanager
-def _server(bins: PgBinaries, user: OsUser) -> Iterator[psycopg.Connection]:
-    base = scratch.make_dir("parse", scratch.tmpfs_or_tmp())
+def _server(bins: PgBinaries, user: OsUser, option: str = "") -> Iterator[psycopg.Connection]:
+    """A connection to a server of the check's own, removed when it is done with."""
+    tmpfs = scratch.tmpfs_or_tmp()
+    room = shutil.disk_usage(tmpfs).free > _ROOM_BYTES   # a container's /dev/shm may be 64 MB
+    base = scratch.make_dir("parse", tmpfs if room else tempfile.gettempdir())
     os.chmod(base, 0o711)   # the server's user reaches its directory below; sweep() finds ours
     cluster = Cluster("parse-check", base / "pg", bins, user, _SETTINGS)
     try:
         try:
             cluster.start()
         except (OSError, RuntimeError) as e:
-            raise UserError(f"the SQL check's server (PostgreSQL {bins.major} in {base}) did not start: "
-                            f"{str(e).splitlines()[0][:200]}; see 'pgpathbench doctor'") from None
+            raise UserError(f"{option}: the server that parses it (PostgreSQL {bins.major} in {base}) did not "
+                            f"start: {str(e).splitlines()[0][:200]}; see 'pgpathbench doctor'") from None
         with cluster.connect("postgres") as conn:
             yield conn
     finally:
