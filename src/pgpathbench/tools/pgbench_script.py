@@ -24,7 +24,9 @@ from .. import scratch
 _OPEN = re.compile(r"""--|/\*|(?<![\w$])[eE]'|'|"|(?<![\w$])\$(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?\$""")
 _ENDS = {"'": re.compile(r"'(?!')|''", re.S), '"': re.compile(r'"(?!")|""', re.S),
          "e'": re.compile(r"\\.|'(?!')|''", re.S), "--": re.compile(r"\n")}
-_VARIABLE = re.compile(r"(?<!:):[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_\x80-\U0010ffff]*")
+# What the split stops at (the lookahead first: a search skips any other character fast).
+_TOKEN = re.compile(r"""(?=[-/eE'"$\\;()])(?:""" + _OPEN.pattern + r"|\\[;:]?|[;()])")
+_VARIABLE = re.compile(r":(?<!::)[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_\x80-\U0010ffff]*")   # not after a ':'
 _META_END = re.compile(r"(?<!\\)\n")
 _COMMENT = re.compile(r"/\*|\*/")
 # Where the dry parse connects: a socket directory that cannot exist, so no server is ever reached.
@@ -89,31 +91,27 @@ def sql_commands(script: str) -> list[tuple[int, str]]:
     meta-commands left out. The script is one pgbench has parsed (dry_parse)."""
     commands: list[tuple[int, str]] = []
     start, pos, depth, parts = 0, 0, 0, []
-    while pos < len(script):
-        ch = script[pos]
-        opener = _OPEN.match(script, pos)
-        if opener is not None:
-            end = _skip_quoted(script, pos, opener.group())
-            parts.append(script[pos:end])
-            pos = end
-            continue
-        if ch == "\\" and script[pos + 1:pos + 2] in (";", ":"):
-            parts.append(script[pos + 1])
-            pos += 2
-            continue
-        if ch == "\\" or (ch == ";" and depth == 0):
-            if ch == ";":
-                parts.append(ch)
-                pos += 1
+    while (m := _TOKEN.search(script, pos)) is not None:
+        parts.append(script[pos:m.start()])
+        token, pos = m.group(), m.end()
+        if token in ("(", ")"):
+            depth = depth + 1 if token == "(" else max(depth - 1, 0)
+            parts.append(token)
+        elif token in ("\\;", "\\:"):   # a ';' or ':' that ends nothing
+            parts.append(token[1])
+        elif token == ";" and depth:
+            parts.append(token)
+        elif token in (";", "\\"):   # the command's end, or a meta-command's start: to the end of its line
+            parts.append(";" if token == ";" else "")
             _add(commands, start, parts)
-            if ch == "\\":   # a meta-command: to the end of its line
+            if token == "\\":
                 end = _META_END.search(script, pos)
                 pos = len(script) if end is None else end.end()
             start, parts = pos, []
-            continue
-        depth += {"(": 1, ")": -1 if depth else 0}.get(ch, 0)
-        parts.append(ch)
-        pos += 1
+        else:   # a quoted stretch or a comment
+            pos = _skip_quoted(script, m.start(), token)
+            parts.append(script[m.start():pos])
+    parts.append(script[pos:])
     _add(commands, start, parts)
     return commands
 
