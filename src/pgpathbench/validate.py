@@ -291,6 +291,8 @@ def output_file(text: str) -> Path:
     path, existing = _check_path(text, "file")
     if path.is_dir():
         raise ValueError(f"{text} is a directory; name a file, e.g. {Path(text) / 'report.html'}")
+    if path.exists() and not path.is_file():   # a device or a FIFO would be renamed over, not written
+        raise ValueError(f"{text} is not a regular file; name a new file")
     if not path.parent.is_dir():
         raise ValueError(f"directory {path.parent} does not exist; create it or name another file")
     if not os.access(path.parent, os.W_OK | os.X_OK):

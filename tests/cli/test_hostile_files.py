@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -175,3 +176,23 @@ def test_a_scale_the_disk_cannot_hold_is_refused_up_front(untouched, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"pgpathbench: error: --scale: pgbench's tables at scale {scale} need about ") and \
         "give a smaller --scale" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+def test_html_never_renames_over_what_is_no_regular_file(kind, tmp_path, capsys, untouched):
+    """--overwrite replaces a file: a FIFO, a socket or a device at FILE (as /dev/null would be) is
+    refused, and stays what it was."""
+    target = tmp_path / "page.html"
+    if kind == "device":
+        if os.geteuid() != 0:
+            pytest.skip("mknod needs root")
+        os.mknod(target, stat.S_IFCHR | 0o666, os.makedev(1, 3))   # a /dev/null of the test's own
+    else:
+        KINDS[kind](target)
+    before = target.lstat()
+    for command in (["report", str(EXPORT)], ["compare", str(EXPORT), str(EXPORT)]):
+        assert cli.main([*command, "--html", str(target), "--overwrite"]) == 2
+        out, err = capsys.readouterr()
+        assert err == f"pgpathbench: error: argument --html: {target} is not a regular file; name a new file\n"
+    after = target.lstat()
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
