@@ -290,6 +290,8 @@ def parse_fdw_hosts(given: list[str] | None, dsns: Mapping[str, UserDsn]) -> dic
         if role not in dsns:
             raise UserError(f"--fdw-host {role}: give --server {role}=DSN too (managed servers are reached where "
                             "they listen)")
+        if out[role].fdw_address is not None:
+            raise UserError(f"--fdw-host {role}: given twice; name each role once")
         out[role] = replace(dsns[role], fdw_address=(host, port or dsns[role].port))
     return out
 
