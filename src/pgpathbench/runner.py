@@ -353,11 +353,11 @@ class Runner:
         if dead:
             metrics, error = None, f"server {', '.join(dead)} died during the measurement" + (f": {error}" if error else "")
         path = study.path(case)
-        self.progress.measured(case.case_id, round_no, headline(metrics, error, study.primary_metric),
-                               time.perf_counter() - t0)
         with self._store_watched(f"round {round_no}, case {case.case_id}"):
             self.store.add_measurement(run_id, case, round_no, session, started_at, taken.duration_s, metrics, error,
                                        path.id if path else None, taken.series if metrics else [], taken.evidence)
+        self.progress.measured(case.case_id, round_no, headline(metrics, error, study.primary_metric),
+                               time.perf_counter() - t0)   # once stored: a line says the measurement is kept
         clock.measure_s += taken.duration_s or 0.0
         clock.bookkeeping_s += time.perf_counter() - t1
         if dead:
