@@ -11,7 +11,6 @@ import argparse
 import dataclasses
 import re
 import sys
-from collections import Counter
 from typing import Callable, Sequence
 
 from . import __version__, validate
@@ -27,7 +26,7 @@ from .studies.base import StudyOptions
 FORMATS = ("table", "markdown", "csv", "json")
 COMMAND_NAMES = ("run", "studies", "runs", "report", "export", "compare", "doctor", "clean")
 _ARGV: list[str] = []        # what the last parse_args was given, for error messages
-_KNOWN: dict[tuple[str, ...], dict[str, argparse.Action]] = {}   # (command[, study]) -> its options
+_KNOWN: dict[tuple[str, ...], set[str]] = {}   # (command[, study]) -> the option strings it takes
 _FIX = re.compile(r"choose|give|see |use |write |leave|name a|create|drop|add |'pgpathbench")
 
 
@@ -49,11 +48,10 @@ class Parser(argparse.ArgumentParser):
         parsed, extra = self.parse_known_args(args, namespace)
         if extra:
             self.error(unrecognized(extra, _help_hint(parsed)))
-        _once(parsed)
         return parsed
 
     def error(self, message: str):
-        known = _KNOWN.get(tuple(_ARGV[:2]), _KNOWN.get(tuple(_ARGV[:1]), _KNOWN.get((), {})))
+        known = _KNOWN.get(tuple(_ARGV[:2]), _KNOWN.get(tuple(_ARGV[:1]), _KNOWN.get((), set())))
         unknown = [a.split("=", 1)[0] for a in _ARGV if a.startswith("--") and a.split("=", 1)[0] not in known]
         if unknown:   # the cause of whatever argparse says next (`run --work /tmp`: "invalid choice '/tmp'")
             raise UserError(unrecognized(unknown, " ".join(self.prog.split()[:3]) + " --help"))
@@ -82,16 +80,6 @@ def unrecognized(extra: list[str], hint: str) -> str:
     shown = [a for a in extra if re.fullmatch(r"[\w.,:~+-]{1,40}", a)]
     what = " ".join(shown) if len(shown) == len(extra) else f"{len(extra)} more"
     return f"unexpected argument(s) {what}; '{hint}' shows the usage"
-
-
-def _once(parsed: argparse.Namespace) -> None:
-    """An option that takes one value given twice: argparse would keep the last and drop the first."""
-    path = tuple(w for w in (getattr(parsed, "command", None), getattr(parsed, "study", None)) if w)
-    actions = {o: a for i in range(len(path) + 1) for o, a in _KNOWN.get(path[:i], {}).items()}
-    given = Counter(a.split("=", 1)[0] for a in _ARGV if a.startswith("--"))
-    twice = [o for o, n in given.items() if n > 1 and o in actions and not isinstance(actions[o], argparse._AppendAction)]
-    if twice:
-        raise UserError(f"{twice[0]}: given twice; give it once (only repeatable options may be repeated)")
 
 
 def _help_hint(parsed: argparse.Namespace) -> str:
@@ -247,7 +235,7 @@ class _VersionAlone(argparse.Action):
 def _options_by_command(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict:
     """(command[, study]) -> the options that command takes: `run --server` is unknown until a study
     that takes it is named, so the error names it rather than whatever argparse says next."""
-    found = {path: dict(parser._option_string_actions)}
+    found = {path: set(parser._option_string_actions)}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():

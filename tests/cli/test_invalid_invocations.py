@@ -180,10 +180,6 @@ PARAMETER_CASES = [
     ([*FDW, "--fdw-host", f"source=host=x password={SECRET}"], "--fdw-host source: the host"),
     ([*FDW, "--server", "source=host=db1 dbname=x", "--fdw-host", "source=10.0.0.5", "--fdw-host", "source=db2"],
      "--fdw-host source: given twice"),
-    # an option that takes one value, given twice: the first would be dropped
-    ([*FDW, "--preset", "paper"], "--preset: given twice"),
-    ([*FDW, "--scale", "1", "--scale=2"], "--scale: given twice"),
-    (["run", "--workspace", "/tmp/a", "fdw-overhead", "--workspace", "/tmp/b"], "--workspace: given twice"),
 ]
 
 RUN_CASES = [
@@ -223,8 +219,6 @@ READ_CASES = [
     (["report", "--wide", "--html", "/tmp/pgpathbench-never.html"], "--wide: not with --html"),
     (["report", "--format", "csv", "--html", "/tmp/pgpathbench-never.html"], "--format: not with --html"),
     (["report", "--overwrite"], "--overwrite: replaces the file of --html"),
-    (["report", "--format", "csv", "--format", "json"], "--format: given twice"),
-    (["report", "--wide", "--wide"], "--wide: given twice"),
     (["report", "--html", "/etc/hostname"], "--html"),      # exists (root), or not writable: never replaced
     *_common(["report"]),
     (["export", "--format", "xml"], "--format"),
