@@ -16,7 +16,7 @@ demo: bootstrap
 	$(PGPATHBENCH) run file-fdw-tpch --preset quick
 	$(PGPATHBENCH) run interfaces --preset quick
 	@echo "HTML report of the four runs:"
-	@$(PGPATHBENCH) report latest~3 latest~2 latest~1 latest --html $(DEMO_REPORT)
+	@$(PGPATHBENCH) report latest~3 latest~2 latest~1 latest --html $(DEMO_REPORT) --overwrite
 
 test: bootstrap
 	.venv/bin/python -m pytest -q

@@ -13,6 +13,7 @@ import contextlib
 import re
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -23,7 +24,7 @@ from .cli_parser import FORMATS, build_parser, study_options  # noqa: F401 (FORM
 from .errors import Interrupted, RunFailed, UserError
 from .files import write_atomically
 from .report import present, render
-from .servers import user, user_checks
+from .servers import parse_check, user, user_checks
 from .studies import STUDIES, get as get_study
 
 
@@ -61,10 +62,12 @@ def cmd_run(args, out: Console, err: Console) -> int:
         # stored with the options, and seen by the study's refine() (a user server's transports)
         options = study_options(study, args, user.stored(dsns) if dsns else {})
     ws, bins = _context(args)
-    if options is not None:
-        bins.require(*get_study(options.study).required_tools)
-        get_study(options.study).check(options, bins)   # before anything is written (a user's scripts)
-        user_checks.preflight(get_study(options.study), options, dsns, bins)   # the user's servers: read only
+    if options is not None:   # before anything is written:
+        bins.require(*study.required_tools)
+        study.check(options, bins)   # the binaries' word (pgbench on a user's script, --set's values)
+        parse_check.check(study.user_sql(options), bins, ws.server_user)   # a server's, on the user's SQL
+        study.check_space(options, ws)
+        user_checks.preflight(study, options, dsns, bins)   # the user's servers: read only
         for role in user.passwords_given(args.servers):
             err.print(f"pgpathbench: warning: --server {role}: its DSN holds a password, which any user of this "
                       "machine sees in ps while the run lasts; prefer PGPASSWORD or ~/.pgpass", highlight=False)
@@ -108,24 +111,52 @@ def _results(args, refs: Sequence[tuple[str, str]]) -> list:
 
 
 def cmd_report(args, out: Console, err: Console) -> int:
-    target = _html_target(args.html, "--html") if args.html else None
+    target = _html_target(args, ("--format", args.format), ("--wide", args.wide))
+    if args.wide and (args.format or "table") != "table":
+        raise UserError(f"--wide: widens the terminal table only (--format table); leave --wide out with --format "
+                        f"{args.format}")
     if target is None and len(args.run) > 1:
         raise UserError("RUN: one run per report, or several with --html FILE (one page)")
     runs = _results(args, [(ref, "RUN") for ref in args.run])
     if target is None:
-        present.print_report(runs[0], args.format, out, STUDIES, args.wide)
+        present.print_report(runs[0], args.format or "table", out, STUDIES, args.wide)
         return 0
-    write_atomically(target, present.html_page(runs, STUDIES))
-    out.out(str(target), highlight=False)
+    target.write(present.html_page(runs, STUDIES), out)
     return 0
 
 
-def _html_target(path, option: str) -> Path:
-    """FILE of --html, checked before anything runs: its directory must exist and be writable."""
+@dataclass(frozen=True)
+class _Html:
+    """--html FILE, checked: written whole, replacing a file that exists only with --overwrite."""
+    path: Path
+    overwrite: bool
+
+    def write(self, text: str, out: Console) -> None:
+        try:
+            write_atomically(self.path, text, self.overwrite)
+        except FileExistsError:
+            raise UserError(f"--html: {self.path} appeared meanwhile; pass --overwrite to replace it, or name "
+                            "another file") from None
+        out.out(str(self.path), highlight=False)
+
+
+def _html_target(args, *unused: tuple[str, object]) -> _Html | None:
+    """--html FILE checked before anything runs: its directory exists and is writable, the file
+    does not exist unless --overwrite; `unused` are (option, value) pairs that mean nothing with it."""
+    if not args.html:
+        if args.overwrite:
+            raise UserError("--overwrite: replaces the file of --html; give --html FILE, or leave --overwrite out")
+        return None
+    given = [option for option, value in unused if value]
+    if given:
+        raise UserError(f"{given[0]}: not with --html, which writes an HTML page; leave {given[0]} out")
     try:
-        return validate.output_file(str(path))
+        path = validate.output_file(str(args.html))
     except ValueError as e:
-        raise UserError(f"{option}: {e}") from None
+        raise UserError(f"--html: {e}") from None
+    if path.exists() and not args.overwrite:
+        raise UserError(f"--html: {path} exists; pass --overwrite to replace it, or name another file")
+    return _Html(path, args.overwrite)
 
 
 def cmd_export(args, out: Console, err: Console) -> int:
@@ -142,7 +173,7 @@ def _named_result(store, ref: str, name: str):
 
 def cmd_compare(args, out: Console, err: Console) -> int:
     from .compare import environment_differences, pair_cases, slower
-    target = _html_target(args.html, "--html") if args.html else None
+    target = _html_target(args, ("--format", args.format))
     run_a, run_b = _results(args, [(args.run_a, "RUN_A"), (args.run_b, "RUN_B")])
     differences = environment_differences(run_a, run_b, STUDIES)
     if differences and not args.force:
@@ -153,7 +184,7 @@ def cmd_compare(args, out: Console, err: Console) -> int:
                         "cases differing only in knob dimensions); compare runs of the same study and dimensions")
     if differences:
         print(f"pgpathbench: warning: the runs' environments differ: {'; '.join(differences)}", file=sys.stderr)
-    _print_comparison(run_a, run_b, differences, args.format, target, out)
+    _print_comparison(run_a, run_b, differences, args.format or "table", target, out)
     if args.fail_if_slower is None:
         return 0
     failing = slower(run_a, run_b, STUDIES, args.fail_if_slower)
@@ -162,7 +193,7 @@ def cmd_compare(args, out: Console, err: Console) -> int:
     return 1 if failing else 0
 
 
-def _print_comparison(run_a, run_b, differences, fmt: str, target: Path | None, out: Console) -> None:
+def _print_comparison(run_a, run_b, differences, fmt: str, target: _Html | None, out: Console) -> None:
     """The comparison on stdout (table, markdown or html), or written to --html FILE (its path printed)."""
     if target is None and fmt == "table":
         present.print_comparison(run_a, run_b, STUDIES, differences, out)
@@ -171,14 +202,14 @@ def _print_comparison(run_a, run_b, differences, fmt: str, target: Path | None, 
     if target is None:
         out.out(text, highlight=False, end="" if fmt == "html" else "\n")
         return
-    write_atomically(target, text)
-    out.out(str(target), highlight=False)
+    target.write(text, out)
 
 
 def cmd_doctor(args, out: Console, err: Console) -> int:
     from .doctor import checks
+    roles = {r.name: r for s in STUDIES.values() for r in s.roles.values() if r.needs is not None}
     rows, ok = checks(_opt(args, "workspace"), _opt(args, "server_user"), _opt(args, "pg_bindir"),
-                      _opt(args, "results_dsn"), user.parse_servers(args.servers, None))
+                      _opt(args, "results_dsn"), user.parse_servers(args.servers, roles, "any study"))
     present.print_doctor(rows, out)
     return 0 if ok else 1
 

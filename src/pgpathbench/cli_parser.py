@@ -15,10 +15,12 @@ from typing import Callable, Sequence
 
 from . import __version__, validate
 from .errors import UserError
+from .files import size_text
 from .matrix import Preset
 from .servers.topology import require_proxy
 from .studies import STUDIES
 from .results.convergence import MIN_ROUNDS
+from .results.exported import MAX_EXPORT_BYTES
 from .studies.base import StudyOptions
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -146,12 +148,13 @@ def _run_parser(sub) -> None:
                             action="append" if param.repeatable else "store")
 
 
-RUN_OR_EXPORT = "a run id, latest (default), latest~N, or a run's export (FILE.json, FILE.json.gz)"
+RUN_OR_EXPORT = ("a run id, latest (default), latest~N, or a run's export (FILE.json, FILE.json.gz; up to "
+                 f"{size_text(MAX_EXPORT_BYTES)} uncompressed)")
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="pgpathbench", description="Benchmark laboratory for PostgreSQL data-access paths.")
-    parser.add_argument("--version", action="version", version=f"pgpathbench {__version__}")
+    parser.add_argument("--version", action=_VersionAlone, help="print pgpathbench's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     _run_parser(sub)
     run_ref = _checked(validate.run_or_export)
@@ -167,10 +170,13 @@ def build_parser() -> Parser:
     _common(rep)
     rep.add_argument("run", nargs="*", default=["latest"], metavar="RUN", type=run_ref,
                      help=f"{RUN_OR_EXPORT}; several runs with --html make one page")
-    rep.add_argument("--format", choices=FORMATS, default="table")
-    rep.add_argument("--wide", action="store_true", help="terminal tables with every column (wider than 120)")
+    rep.add_argument("--format", choices=FORMATS, help="on stdout (default table); not with --html")
+    rep.add_argument("--wide", action="store_true", help="terminal tables with every column (wider than 120); "
+                                                         "with --format table only")
     rep.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
-                     help="write a self-contained HTML report (tables, charts, environment) to FILE and print its path")
+                     help="write a self-contained HTML report (tables, charts, environment) to FILE and print its "
+                          "path; FILE must not exist, unless --overwrite")
+    rep.add_argument("--overwrite", action="store_true", help="with --html: replace FILE if it exists")
 
     ex = sub.add_parser("export", help="export a stored run's measurements (csv, or versioned json)")
     _common(ex)
@@ -187,9 +193,10 @@ def build_parser() -> Parser:
     _common(cmp)
     cmp.add_argument("run_a", metavar="RUN_A", type=run_ref, help="the baseline run (id, latest, or an exported FILE.json)")
     cmp.add_argument("run_b", metavar="RUN_B", type=run_ref, help="the run compared with it (id, latest, or an exported FILE.json)")
-    cmp.add_argument("--format", choices=("table", "markdown", "html"), default="table")
+    cmp.add_argument("--format", choices=("table", "markdown", "html"), help="on stdout (default table); not with --html")
     cmp.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
-                     help="write the comparison as a self-contained HTML file")
+                     help="write the comparison as a self-contained HTML file; FILE must not exist, unless --overwrite")
+    cmp.add_argument("--overwrite", action="store_true", help="with --html: replace FILE if it exists")
     cmp.add_argument("--force", action="store_true",
                      help="compare even when the runs' environments differ (the differences are printed)")
     cmp.add_argument("--fail-if-slower", metavar="PCT", type=_checked(validate.percent),
@@ -211,6 +218,20 @@ def build_parser() -> Parser:
                    "a --results-dsn database); refused while another pgpathbench process uses the workspace")
     _KNOWN.update(_options_by_command(parser))
     return parser
+
+
+class _VersionAlone(argparse.Action):
+    """--version, given alone: with anything else it is refused (argparse would print the version
+    and drop the rest)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if len(_ARGV) != 1:
+            raise UserError("--version: takes nothing else; write 'pgpathbench --version' alone")
+        print(f"pgpathbench {__version__}")
+        parser.exit()
 
 
 def _options_by_command(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict:

@@ -69,7 +69,7 @@ class ProgressReporter:
         else:
             # emoji=False: a case id is data (':100:' in 'ro:fdw_external:1:0ms:15:simple:100' is no emoji)
             self.console.print(f"[{self.done}/{self.total}] round {round_no} {case_id}: {headline} (ETA {eta})",
-                               highlight=False, emoji=False)
+                               highlight=False, emoji=False, soft_wrap=True)   # one line, however long
 
     def round_done(self) -> None:
         """The round under way ended (its closing probes included): what it cost beside its

@@ -19,6 +19,7 @@ import logging
 import os
 import secrets
 import signal
+import tempfile
 import threading
 import time
 import traceback
@@ -28,7 +29,7 @@ from datetime import datetime, timezone
 
 import psycopg
 
-from . import plan, scratch
+from . import disk, plan, scratch
 from .environment import host_fingerprint
 from .evidence import collected
 from .errors import CaseError, Interrupted, RunFailed, ServerRefused, UserError, reason
@@ -244,6 +245,9 @@ class Runner:
             self.progress.close()
             self._finish(run_id, "failed", clock,
                          {"error": "".join(traceback.format_exception_only(type(e), e)).strip()})
+            if disk.is_full(e):   # a write of the store's before or after the measurements
+                raise RunFailed(f"the disk is full ({reason(e)}); run {run_id} stopped, what was stored is kept: "
+                                f"free some space, then 'pgpathbench run --resume {run_id}'") from None
             raise
         if _pending_signal:  # the last measurement's interrupt was swallowed: still interrupted
             self._finish(run_id, "interrupted", clock, {"interrupted_by": signal.Signals(_pending_signal[0]).name})
@@ -271,6 +275,23 @@ class Runner:
         return envs
 
     @contextlib.contextmanager
+    def _store_watched(self, what: str):
+        """A measurement the store cannot take because a disk is full (its error says so, or its server
+        died of a WAL write and the connection is lost) stops the run in one line, naming the disk."""
+        try:
+            yield
+        except psycopg.Error as e:
+            full = self._full_disks()
+            if not (full or disk.is_full(e)):
+                raise
+            raise _Stopped(f"the disk is full: {full or reason(e)}: the measurement of {what} was not stored "
+                           "(free some space before resuming)") from None
+
+    def _full_disks(self) -> str:
+        """The file systems of ours that are full: the workspace's (servers, results), the scratch's."""
+        return "; ".join(disk.full_file_systems([self.workspace.root, scratch.tmpfs_or_tmp(), tempfile.gettempdir()]))
+
+    @contextlib.contextmanager
     def _servers_watched(self, servers: Servers, when: str):
         """An error while a server of the run is dead is that death, said in one line; so is a
         server's error (a full disk, a role's statement_timeout) or our own disk filling up."""
@@ -278,8 +299,12 @@ class Runner:
             yield
         except Exception as e:
             dead = servers.dead(wait_s=DEATH_GRACE_S)
+            full = self._full_disks() if disk.is_full(e) else ""
             if dead:
-                raise _Stopped(f"server {', '.join(dead)} died {when}") from None
+                raise _Stopped(f"server {', '.join(dead)} died {when}"
+                               + (f" (the disk is full: {full})" if full else "")) from None
+            if full:
+                raise _Stopped(f"the disk is full {when}: {full}: {reason(e)}") from None
             if isinstance(e, ServerRefused):
                 raise _Stopped(f"an error {when}: {e}") from None
             if isinstance(e, psycopg.Error) or getattr(e, "errno", None) == errno.ENOSPC:
@@ -319,18 +344,22 @@ class Runner:
         except CaseError as e:
             metrics, error = None, str(e)
         except Exception as e:
-            if not servers.dead(wait_s=DEATH_GRACE_S):
+            if not (disk.is_full(e) or servers.dead(wait_s=DEATH_GRACE_S)):
                 raise
             metrics, error = None, " ".join(f"{type(e).__name__}: {e}".split())
+        if error and disk.is_full(error):
+            where = self._full_disks() or "not one of ours (the server's own)"
+            error = f"the disk is full: {where}: {error}"
         t1 = time.perf_counter()
         dead = servers.dead(wait_s=DEATH_GRACE_S if error else 0.0)
         if dead:
             metrics, error = None, f"server {', '.join(dead)} died during the measurement" + (f": {error}" if error else "")
         path = study.path(case)
-        self.store.add_measurement(run_id, case, round_no, session, started_at, taken.duration_s, metrics, error,
-                                   path.id if path else None, taken.series if metrics else [], taken.evidence)
+        with self._store_watched(f"round {round_no}, case {case.case_id}"):
+            self.store.add_measurement(run_id, case, round_no, session, started_at, taken.duration_s, metrics, error,
+                                       path.id if path else None, taken.series if metrics else [], taken.evidence)
         self.progress.measured(case.case_id, round_no, headline(metrics, error, study.primary_metric),
-                               time.perf_counter() - t0)
+                               time.perf_counter() - t0)   # once stored: a line says the measurement is kept
         clock.measure_s += taken.duration_s or 0.0
         clock.bookkeeping_s += time.perf_counter() - t1
         if dead:

@@ -5,17 +5,18 @@ resumed run measures the text it measured, whatever the file holds by then).
 What can be checked without a server is checked here: NAME a simple lower-case identifier that
 does not clash with the study's own queries; SQL not empty, one statement (a `;` outside quotes,
 comments and dollar quotes may only end it), starting with a keyword of a statement that returns
-rows (SELECT, WITH, VALUES, TABLE, or a parenthesis); a file readable, UTF-8, under 1 MB. That
-the server accepts the text, that it returns rows and that it only reads is checked by the study
-in prepare(), in a read-only transaction, before anything is measured (a UserError: exit 2).
+rows (SELECT, WITH, VALUES, TABLE, or a parenthesis); a file by files.read_text's rule, of at most
+1 MiB. That the server accepts the text, that it returns rows and that it only reads is checked
+by the study in prepare(), in a read-only transaction, before anything is measured (a UserError:
+exit 2).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from . import files
 from .matrix import Parameter
 
 NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
@@ -67,19 +68,10 @@ def _split(raw: str, value: str) -> tuple[str, str]:
 
 
 def read_sql_file(name: str, path_text: str) -> str:
-    path = Path(path_text.strip()).expanduser()
     try:
-        if not path.is_file():
-            raise ValueError(f"{name}: {path} is not a readable file; give the path of a file holding one query")
-        if path.stat().st_size >= MAX_FILE_BYTES:
-            raise ValueError(f"{name}: {path} is 1 MB or more; give a file of one query, under 1 MB")
-        data = path.read_bytes()
-    except OSError as e:
-        raise ValueError(f"{name}: cannot read {path} ({e.strerror}); give a readable file") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{name}: {path} is not UTF-8 text; save it as UTF-8") from None
+        return files.read_text(path_text.strip(), MAX_FILE_BYTES, "a file holding one query")
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
 
 
 def parser(reserved: Callable[[str], bool], from_file: bool) -> Callable[[Iterable[str]], dict[str, str]]:
@@ -108,7 +100,8 @@ def parameters(reserved: Callable[[str], bool], what: str, inline: bool = True) 
     if inline:
         out["query"] = Parameter("query", f"NAME=SQL: your own query ({what}); repeatable; it must only read",
                                  parser(reserved, False), repeatable=True)
-    out["query_file"] = Parameter("query_file", f"NAME=FILE: your own query from a UTF-8 file under 1 MB ({what}); "
+    out["query_file"] = Parameter("query_file", f"NAME=FILE: your own query from a UTF-8 text file of at most "
+                                  f"{files.size_text(MAX_FILE_BYTES)} ({what}); "
                                   "repeatable; it must only read", parser(reserved, True), repeatable=True)
     return out
 

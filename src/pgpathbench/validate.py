@@ -161,6 +161,51 @@ def shell_words(text: str) -> list[str]:
         raise ValueError(f"'{text}': a quote is not closed; quote each value whole (e.g. -Dx=\"a b\")") from None
 
 
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _shown(text: str, what: str) -> str:
+    """"what 'text'", or `what` alone when the text is not harmless to repeat (a DSN typed here by
+    mistake holds a password)."""
+    return f"{what} '{text}'" if re.fullmatch(r"[\w.:%\[\]-]{1,60}", text) else what
+
+
+def port(text: str) -> int:
+    if not digits(text) or not 1 <= int(text) <= 65535:
+        raise ValueError(f"{_shown(text, 'the port')} is not a whole number from 1 to 65535")
+    return int(text)
+
+
+def host(text: str) -> str:
+    """A DNS name (labels of letters, digits and '-', 253 characters at most), or an IP address."""
+    import ipaddress
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    labels = text.removesuffix(".").split(".")
+    if len(text) > 253 or not all(_LABEL.fullmatch(label) for label in labels) or labels[-1].isdigit():
+        raise ValueError(f"{_shown(text, 'the host')} is not a host name (letters, digits, '-' and '.') or an IP "
+                         "address")
+    return text
+
+
+def host_port(text: str) -> tuple[str, int | None]:
+    """HOST[:PORT]: a host (an IPv6 address in brackets when a port follows), the port 1 to 65535."""
+    text = text.strip()
+    if text.startswith("["):
+        inside, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(f"{_shown(text, 'the address')} is not [IPV6]:PORT")
+        address, given = inside, rest[1:] if rest else None
+    elif text.count(":") > 1:   # an IPv6 address alone
+        address, given = text, None
+    else:
+        address, sep, given = text.partition(":")
+        given = given if sep else None
+    return host(address), None if given is None else port(given)
+
+
 def user_name(text: str) -> str:
     """An OS user name. The value is only repeated when it looks like one (a DSN typed here by
     mistake holds a password)."""
@@ -198,14 +243,19 @@ def _mounts() -> list[tuple[str, str]]:
     return [(decode(f[1]), f[2]) for f in (line.split() for line in lines) if len(f) >= 3]
 
 
-def file_system(path: Path) -> str | None:
-    """The type of the file system holding an existing path (the longest matching mount)."""
+def mount_of(path: Path | str) -> tuple[str, str | None]:
+    """(mount point, type) of the file system holding an existing path (the longest matching mount)."""
     real = os.path.realpath(path)
-    best, kind = "", None
+    best, kind = "/", None
     for mount, fstype in _mounts():
         if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
             best, kind = mount, fstype
-    return kind
+    return best, kind
+
+
+def file_system(path: Path) -> str | None:
+    """The type of the file system holding an existing path."""
+    return mount_of(path)[1]
 
 
 def _check_path(text: str, kind: str) -> tuple[Path, Path]:
@@ -241,6 +291,8 @@ def output_file(text: str) -> Path:
     path, existing = _check_path(text, "file")
     if path.is_dir():
         raise ValueError(f"{text} is a directory; name a file, e.g. {Path(text) / 'report.html'}")
+    if path.exists() and not path.is_file():   # a device or a FIFO would be renamed over, not written
+        raise ValueError(f"{text} is not a regular file; name a new file")
     if not path.parent.is_dir():
         raise ValueError(f"directory {path.parent} does not exist; create it or name another file")
     if not os.access(path.parent, os.W_OK | os.X_OK):

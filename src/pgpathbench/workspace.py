@@ -36,8 +36,13 @@ _present: dict[Path, tuple[int, int]] = {}   # root -> (our record, the gate): f
 
 
 def default_root() -> Path:
-    if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR])
+    """PGPATHBENCH_HOME, else a per-user default; set but empty is a mistake, never the default."""
+    value = os.environ.get(ENV_VAR)
+    if value is not None:
+        if not value.strip():
+            raise UserError(f"{ENV_VAR}: set but empty; export {ENV_VAR}=DIR, or unset it for the default "
+                            "workspace")
+        return Path(value)
     if os.geteuid() == 0:
         # root's home is 0700: servers run as another user must be able to reach their data.
         return Path("/var/lib/pgpathbench")
@@ -53,7 +58,7 @@ class Workspace:
     @classmethod
     def open(cls, root: str | Path | None, server_user: str | None = None) -> "Workspace":
         """Check the workspace can be used; nothing is created until something is written."""
-        where = "--workspace" if root else ENV_VAR if os.environ.get(ENV_VAR) else "workspace"
+        where = "--workspace" if root else ENV_VAR if ENV_VAR in os.environ else "workspace"
         try:
             path = Path(validate.directory(str(root or default_root())))
         except ValueError as e:

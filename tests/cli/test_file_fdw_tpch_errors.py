@@ -14,7 +14,7 @@ RUN = ["run", "file-fdw-tpch", "--preset", "quick"]
     ([*RUN, "--query-file", "q6=x.sql"], "--query-file: name 'q6' is one of the study's own queries"),
     ([*RUN, "--query-file", "all=x.sql"], "--query-file: name 'all' is one of the study's own queries"),
     ([*RUN, "--query-file", "mine"], "--query-file: give NAME=FILE"),
-    ([*RUN, "--query-file", "mine=/nonexistent/q.sql"], "--query-file: mine: /nonexistent/q.sql is not a readable"),
+    ([*RUN, "--query-file", "mine=/nonexistent/q.sql"], "--query-file: mine: cannot read /nonexistent/q.sql: No such file"),
     ([*RUN, "--query", "mine=select 1"], "--query: unknown option"),
     ([*RUN, "--storage", "parquet"], "--storage: unknown value 'parquet'; choose from regular,foreign"),
     ([*RUN, "--layout", "cluster"], "--layout: unknown value 'cluster'; choose from single,partitioned,scaleout"),

@@ -31,7 +31,7 @@ FIDELITY = ["run", "interfaces-fidelity", "--preset", "quick"]
     ([*RUN, "--query", "mine=update t50k set x1 = ''"], "--query: mine: the SQL must be one query that returns rows"),
     ([*RUN, "--query", "a=select 1", "--query", "a=select 2"], "--query: name 'a' is given twice"),
     ([*RUN, "--sqlstrat", "mine:once"], "--sqlstrat: 'mine:once' names no query; give --query mine=SQL"),
-    ([*RUN, "--query-file", "mine=/nonexistent/q.sql"], "--query-file: mine: /nonexistent/q.sql is not a readable file"),
+    ([*RUN, "--query-file", "mine=/nonexistent/q.sql"], "--query-file: mine: cannot read /nonexistent/q.sql: No such file"),
     ([*RUN, "--jvm-options=-jar x.jar"], "--jvm-options: '-jar x.jar': give JVM options only"),
     ([*RUN, "--latency", "0.5ms"], "--latency: latency '0.5ms': whole milliseconds only"),
     ([*FIDELITY, "--tool", "libpq"], "--tool: the ratios need the reference tool"),
@@ -57,8 +57,8 @@ def test_bad_query_file_is_one_line_exit_2(tmp_path):
     big.write_text("select 1" + " " * (1 << 20))
     good.write_text("select 1 from t50k")
     for args, message in (([f"mine={latin1}"], f"--query-file: mine: {latin1} is not UTF-8 text"),
-                          ([f"mine={big}"], f"--query-file: mine: {big} is 1 MB or more"),
-                          ([f"mine={tmp_path}"], "is not a readable file"),
+                          ([f"mine={big}"], f"--query-file: mine: {big} is over 1 MiB"),
+                          ([f"mine={tmp_path}"], "is a directory; give a file holding one query"),
                           ([f"mine={good}", "--query", "mine=select 2"], "given by --query and by --query-file")):
         res = pgpathbench(*RUN, "--query-file", *args, workspace=tmp_path / "ws")
         assert_user_error(res, message, untouched=tmp_path / "ws")

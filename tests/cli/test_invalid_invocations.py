@@ -159,6 +159,27 @@ PARAMETER_CASES = [
     ([*TPCH, "--partitions", "²"], "--partitions"),
     ([*TPCH, "--timeout", "-5"], "--timeout"),
     ([*TPCH, "--timeout", "604801"], "--timeout"),
+    # files: only regular UTF-8 text within the option's bound, whose SQL the server parses (test_hostile_files.py
+    # tries every kind of file on every option that reads one)
+    ([*FDW, "--script", "/dev/zero"], "--script: /dev/zero is a character device"),
+    ([*FDW, "--script", "/dev/urandom"], "--script: /dev/urandom is a character device"),
+    ([*FDW, "--script", "/tmp"], "--script: /tmp is a directory"),
+    ([*FDW, "--script", "/proc/self/environ"], "--script: /proc/self/environ is not text"),
+    ([*FDW, "--script", "/etc/passwd"], "--script /etc/passwd: line 1: the server cannot parse it"),
+    ([*FDW, "--init", "/dev/zero"], "--init: /dev/zero is a character device"),
+    ([*FDW, "--init", "/proc/self/environ"], "--init: /proc/self/environ is not text"),
+    ([*INTERFACES, "--query-file", "q=/dev/zero"], "--query-file: q: /dev/zero is a character device"),
+    ([*INTERFACES, "--query-file", "q=/etc/passwd"], "--query-file: q: the SQL must be one query"),
+    ([*TPCH, "--query-file", "mine=/dev/urandom"], "--query-file: mine: /dev/urandom is a character device"),
+    # --fdw-host: a host name or address, a port from 1 to 65535, never a DSN repeated
+    ([*FDW, "--server", "source=host=db1 dbname=x", "--fdw-host", "source=10.0.0.5:99999"], "--fdw-host source: the port"),
+    ([*FDW, "--server", "source=host=db1 dbname=x", "--fdw-host", "source=a b;c"], "--fdw-host source: the host"),
+    ([*FDW, "--fdw-host", "source=10.0.0.5:0"], "--fdw-host source: the port '0'"),
+    ([*FDW, "--fdw-host", "source=[fd00::5:5432"], "--fdw-host source"),
+    ([*FDW, "--fdw-host", "source=db-.example.com"], "--fdw-host source: the host"),
+    ([*FDW, "--fdw-host", f"source=host=x password={SECRET}"], "--fdw-host source: the host"),
+    ([*FDW, "--server", "source=host=db1 dbname=x", "--fdw-host", "source=10.0.0.5", "--fdw-host", "source=db2"],
+     "--fdw-host source: given twice"),
 ]
 
 RUN_CASES = [
@@ -192,6 +213,13 @@ READ_CASES = [
     (["report", "--html", LONG_NAME + ".html"], "--html"),
     (["report", "--format", "xml"], "--format"),
     (["report", "--format"], "--format"),
+    (["report", "--wide", "--format", "csv"], "--wide: widens the terminal table only"),
+    (["report", "--wide", "--format", "json"], "--wide"),
+    (["report", "--wide", "--format", "markdown"], "--wide"),
+    (["report", "--wide", "--html", "/tmp/pgpathbench-never.html"], "--wide: not with --html"),
+    (["report", "--format", "csv", "--html", "/tmp/pgpathbench-never.html"], "--format: not with --html"),
+    (["report", "--overwrite"], "--overwrite: replaces the file of --html"),
+    (["report", "--html", "/etc/hostname"], "--html"),      # exists (root), or not writable: never replaced
     *_common(["report"]),
     (["export", "--format", "xml"], "--format"),
     (["export", "latest~99999999999999999999"], "RUN"),
@@ -206,6 +234,8 @@ READ_CASES = [
     (["compare", "a", "b", "--html", ""], "--html"),
     (["compare", "a", "b", "--html", "/proc/x.html"], "--html"),
     (["compare", "a", "b", "--force=yes"], "--force"),
+    (["compare", "a", "b", "--format", "markdown", "--html", "/tmp/pgpathbench-never.html"], "--format"),
+    (["compare", "a", "b", "--overwrite"], "--overwrite"),
     (["compare", "a", "b", "c"], "c"),
     *_common(["compare", "a", "b"]),
 ]
@@ -220,7 +250,11 @@ OTHER_CASES = [
     (["studies", "--workspace", "/tmp"], "--workspace"),
     (["studies", "extra"], "extra"),
     (["studies", "--bogus"], "--bogus"),
+    (["--version", "extra"], "--version: takes nothing else"),
+    (["--version", "--version"], "--version"),
+    (["--version", "run"], "--version"),
     (["doctor", "extra"], "extra"),
+    (["doctor", "--server", "bogusrole=host=x"], "--server bogusrole: not a role of any study; choose from"),
     (["doctor", "--force"], "--force"),
     *_common(["doctor"], checked_later=False),   # doctor reports a missing --pg-bindir as a finding
     (["clean", "--all=yes"], "--all"),

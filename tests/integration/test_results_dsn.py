@@ -39,3 +39,31 @@ def test_results_go_to_the_given_database(users_server, workspace_root):
     assert schemas == {"public", "pgpathbench"} and theirs == 42
     runs = json.loads(pgpathbench("runs", "--format", "json", "--results-dsn", dsn, workspace=workspace_root).stdout)
     assert len(runs) == 1 and runs[0]["status"] == "finished"
+
+
+@pytest.fixture(scope="module")
+def roles(users_server):
+    """A role that may not create schemas in its database, and one beside the store's owner."""
+    users_server.execute("postgres", "CREATE ROLE weak LOGIN PASSWORD 'weak_pw_1'",
+                         "CREATE ROLE other LOGIN PASSWORD 'other_pw_1'", "CREATE DATABASE weakdb",
+                         "CREATE DATABASE shared OWNER other")
+    users_server.execute("shared", "CREATE SCHEMA pgpathbench", "GRANT CREATE ON DATABASE shared TO weak")
+    return users_server
+
+
+@pytest.mark.parametrize("dbname, message", [
+    ("weakdb", '--results-dsn: role weak may not create schema pgpathbench in database weakdb (it lacks CREATE on the '
+               'database); GRANT CREATE ON DATABASE "weakdb" TO "weak", or give a database where it has it'),
+    ("shared", "--results-dsn: schema pgpathbench in database shared belongs to role pgpathbench, and role weak may "
+               "not change it; give the DSN of role pgpathbench, which keeps the store there"),
+])
+def test_a_role_without_the_privileges_is_one_line(roles, workspace_root, dbname, message):
+    dsn = f"host=127.0.0.1 port={roles.port} user=weak password=weak_pw_1 dbname={dbname}"
+    ws = workspace_root.parent / (workspace_root.name + "-untouched")   # reachable by the servers' user
+    for argv in (["runs"], ["run", "fdw-overhead", "--preset", "quick", "--target", "local", "--repeat", "1"]):
+        res = pgpathbench(*argv, "--results-dsn", dsn, workspace=ws)
+        assert res.returncode == 2 and res.stderr == f"pgpathbench: error: {message}\n" and res.stdout == ""
+        assert "weak_pw_1" not in res.stderr
+    assert not ws.exists(), "nothing written: no workspace, no server"
+    with psycopg.connect(roles.conninfo(dbname)) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pgpathbench'").fetchone()[0] == 0

@@ -134,7 +134,7 @@ def test_user_queries_join_the_chosen_queries(tmp_path):
     with pytest.raises(UserError, match="--queries: 'other' is no TPC-H query"):
         study.cases(StudyOptions(study.name, "quick", 2, base, {**dims, "queries": ("other",)}))
     for bad, message in ((["q7=x"], "one of the study's own queries"), ([f"all={sql}"], "study's own"),
-                         ([f"mine={tmp_path}"], "not a readable file")):
+                         ([f"mine={tmp_path}"], "is a directory")):
         with pytest.raises(ValueError, match=message):
             study.parameters["query_file"].parse(bad)
 

@@ -90,16 +90,6 @@ def test_command_with_protocol_and_scripts():
     assert "-M prepared" in cmd and "-f /tmp/a.sql@1 -f /tmp/b.sql@3" in cmd and "-S" not in cmd
 
 
-def test_dry_parse_tells_a_script_pgbench_parses_from_one_it_refuses(tmp_path):
-    from pgpathbench.tools.pgbench import dry_parse
-    pgbench = "/usr/lib/postgresql/15/bin/pgbench"
-    good, bad = tmp_path / "good.sql", tmp_path / "bad.sql"
-    good.write_text("\\set aid random(1, 100000)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n")
-    bad.write_text("\\set aid random(1,\n")
-    assert dry_parse(pgbench, [(str(good), 1)]) is None
-    assert "bad.sql:1: syntax error" in dry_parse(pgbench, [(str(good), 1), (str(bad), 2)])
-
-
 def test_command_with_log_and_threads():
     run = TimedRun("source", "/sock", 5432, "u", clients=4, duration_s=3, select_only=True, threads=2)
     cmd = run.command("pgbench", "/dev/shm/pgpathbench-pgbench-log-x/tx")

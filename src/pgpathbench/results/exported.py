@@ -5,13 +5,17 @@ paper runs of docs/reproduction.md are committed this way (docs/runs/)."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from pathlib import Path
 
+from .. import files
 from ..errors import UserError
 from ..report.export import FORMAT_VERSION
 from ..validate import EXPORT_SUFFIXES
 from .model import RunResult
+
+MAX_EXPORT_BYTES = 64 << 20   # what an export may hold, uncompressed (a paper run's is 4 MB)
 
 
 def names_file(ref: str) -> bool:
@@ -20,21 +24,29 @@ def names_file(ref: str) -> bool:
 
 
 def read(ref: str, option: str = "RUN") -> RunResult:
-    """The result model of an exported run; one line naming `option` if the file is not one."""
-    path = Path(ref)
-    if not path.is_file():
-        raise UserError(f"{option}: no file {ref}; give a file written by 'pgpathbench export RUN --format json', "
-                        "or a stored run's id")
+    """The result model of an exported run; one line naming `option` if the file is not one. The
+    file is read by files.read_bounded's rule, and so is what it decompresses to."""
+    fix = "give a file written by 'pgpathbench export RUN --format json'"
+    if not Path(ref).exists():
+        raise UserError(f"{option}: no file {ref}; {fix}, or a stored run's id")
     try:
-        raw = gzip.decompress(path.read_bytes()) if ref.endswith(".gz") else path.read_bytes()
+        raw = files.read_bounded(ref, MAX_EXPORT_BYTES, "a run's export")
+        if ref.endswith(".gz"):
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+                raw = gz.read(MAX_EXPORT_BYTES + 1)   # a small file may inflate to anything
+            if len(raw) > MAX_EXPORT_BYTES:
+                raise ValueError(f"{ref} decompresses to over {files.size_text(MAX_EXPORT_BYTES)}; {fix}")
+    except ValueError as e:
+        raise UserError(f"{option}: {e}") from None
+    except (OSError, EOFError) as e:   # gzip's BadGzipFile is an OSError
+        raise UserError(f"{option}: {ref} is not a pgpathbench export ({type(e).__name__}); {fix}") from None
+    try:
         doc = json.loads(raw)
-    except (OSError, EOFError, ValueError) as e:   # gzip's BadGzipFile and JSON's errors are ValueErrors
-        raise UserError(f"{option}: {ref} is not a pgpathbench export ({type(e).__name__}); give a file written "
-                        "by 'pgpathbench export RUN --format json'") from None
+    except ValueError as e:   # JSON's errors, and bytes that are no text
+        raise UserError(f"{option}: {ref} is not a pgpathbench export ({type(e).__name__}); {fix}") from None
     version = doc.get("format_version") if isinstance(doc, dict) else None
     if not isinstance(version, int) or not isinstance(doc.get("run"), dict):
-        raise UserError(f"{option}: {ref} is not a pgpathbench export (no format_version and run); give a file "
-                        "written by 'pgpathbench export RUN --format json'")
+        raise UserError(f"{option}: {ref} is not a pgpathbench export (no format_version and run); {fix}")
     if version > FORMAT_VERSION:
         raise UserError(f"{option}: {ref} has export format_version {version}, this pgpathbench reads up to "
                         f"{FORMAT_VERSION}; upgrade pgpathbench")

@@ -26,6 +26,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from .. import validate
 from ..errors import UserError
 from ..procs import password_env
 from ..evidence import Watched
@@ -86,7 +87,7 @@ class UserDsn:
                                connect_timeout=CONNECT_TIMEOUT_S, **kw)
 
 
-def parse_server(text: str, roles: Mapping[str, object] | None = None) -> UserDsn:
+def parse_server(text: str, roles: Mapping[str, object] | None = None, of: str = "this study") -> UserDsn:
     """`ROLE=DSN` of --server (a libpq conninfo or URI). The DSN's password is taken out of it, else
     PGPASSWORD's; libpq reads ~/.pgpass itself. Error messages never repeat the DSN's text."""
     role, sep, dsn = text.partition("=")
@@ -94,7 +95,7 @@ def parse_server(text: str, roles: Mapping[str, object] | None = None) -> UserDs
     if not sep or not role or not dsn.strip():
         raise UserError("--server: give ROLE=DSN, e.g. --server source='host=db1 dbname=app user=bench'")
     if roles is not None and role not in roles:
-        raise UserError(f"--server {role}: not a role of this study; choose from {', '.join(roles)} "
+        raise UserError(f"--server {role}: not a role of {of}; choose from {', '.join(roles)} "
                         "('pgpathbench studies' lists each study's roles)")
     try:
         params = conninfo_to_dict(dsn.strip())
@@ -112,10 +113,10 @@ def passwords_given(given: list[str] | None) -> list[str]:
     return [t.partition("=")[0].strip() for t in given or () if "password" in conninfo_to_dict(t.partition("=")[2])]
 
 
-def parse_servers(given: list[str] | None, roles: Mapping[str, object]) -> dict[str, UserDsn]:
+def parse_servers(given: list[str] | None, roles: Mapping[str, object], of: str = "this study") -> dict[str, UserDsn]:
     out: dict[str, UserDsn] = {}
     for text in given or ():
-        dsn = parse_server(text, roles)
+        dsn = parse_server(text, roles, of)
         if dsn.role in out:
             raise UserError(f"--server {dsn.role}: given twice; name each role once")
         out[dsn.role] = dsn
@@ -278,13 +279,20 @@ def parse_fdw_hosts(given: list[str] | None, dsns: Mapping[str, UserDsn]) -> dic
     out = dict(dsns)
     for text in given or ():
         role, sep, address = text.partition("=")
-        host, _, port = address.strip().rpartition(":") if ":" in address else (address.strip(), "", "")
-        if not sep or not host or (port and not port.isdigit()):
+        if not sep or not role.strip() or not address.strip():
             raise UserError("--fdw-host: give ROLE=HOST[:PORT], e.g. --fdw-host source=10.0.0.5:5432")
+        role = role.strip()
+        try:
+            host, port = validate.host_port(address)
+        except ValueError as e:
+            raise UserError(f"--fdw-host {validate.printable(role[:40])}: {e}; give ROLE=HOST[:PORT], e.g. "
+                            "--fdw-host source=10.0.0.5:5432 or source=[fd00::5]:5432") from None
         if role not in dsns:
             raise UserError(f"--fdw-host {role}: give --server {role}=DSN too (managed servers are reached where "
                             "they listen)")
-        out[role] = replace(dsns[role], fdw_address=(host, int(port) if port else dsns[role].port))
+        if out[role].fdw_address is not None:
+            raise UserError(f"--fdw-host {role}: given twice; name each role once")
+        out[role] = replace(dsns[role], fdw_address=(host, port or dsns[role].port))
     return out
 
 

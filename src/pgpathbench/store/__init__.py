@@ -22,6 +22,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 import psycopg
+from psycopg.sql import Identifier
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -38,6 +39,26 @@ if TYPE_CHECKING:
 
 RESULTS_DB = "pgpathbench"
 _SCHEMA_LOCK = 7303  # advisory lock key: concurrent processes apply the schema one at a time
+
+
+def _refused_schema(conn: psycopg.Connection, e: psycopg.Error) -> str:
+    """--results-dsn's one line when its role may not keep the store there: what is missing, and
+    the statement that grants it."""
+    role, db, owner, may_create = conn.execute(
+        "SELECT current_user, current_database(), (SELECT nspowner::regrole::text FROM pg_namespace WHERE "
+        "nspname = 'pgpathbench'), has_database_privilege(current_database(), 'CREATE')").fetchone()
+    if isinstance(e, psycopg.errors.ReadOnlySqlTransaction):
+        return (f"--results-dsn: database {db} is read-only to role {role} (a standby, or "
+                "default_transaction_read_only); give the DSN of a writable database")
+    if owner is None and not may_create:
+        return (f"--results-dsn: role {role} may not create schema pgpathbench in database {db} (it lacks CREATE "
+                f"on the database); GRANT CREATE ON DATABASE {Identifier(db).as_string(conn)} TO "
+                f"{Identifier(role).as_string(conn)}, or give a database where it has it")
+    if owner is not None and owner != role:
+        return (f"--results-dsn: schema pgpathbench in database {db} belongs to role {owner}, and role {role} may not "
+                f"change it; give the DSN of role {owner}, which keeps the store there")
+    return (f"--results-dsn: role {role} lacks a privilege the store needs in database {db} "
+            f"({e.diag.message_primary}); give the DSN of the role that owns schema pgpathbench there")
 
 
 class ResultsStore:
@@ -58,8 +79,14 @@ class ResultsStore:
                 reason = " ".join(str(e).split()).removeprefix("connection failed: ") or type(e).__name__
                 raise UserError(f"--results-dsn: cannot connect ({reason}); check host, port, user and password") from None
             store = cls(conn)
-        else:
-            store = cls._open_managed(workspace, bins, doing)
+            try:
+                store._apply_schema()
+            except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as e:
+                message = _refused_schema(conn, e)
+                conn.close()
+                raise UserError(message) from None
+            return store
+        store = cls._open_managed(workspace, bins, doing)
         store._apply_schema()
         return store
 

@@ -26,7 +26,7 @@ from ..matrix import Case, Dimension, KnobFamily, Parameter, Preset
 from ..metrics import Metric
 from ..report import Plot, Table
 from ..results.model import StudyResult
-from ..servers import guc
+from ..servers import guc, parse_check
 from ..servers.binaries import PgBinaries
 from ..servers.network import parse_bandwidth, parse_latency
 from ..servers.paths import DIRECT, NetworkPath
@@ -240,6 +240,15 @@ class Declared:
         override calls it too)."""
         guc.check(options, bins)
 
+    def user_sql(self, options: "StudyOptions") -> list[parse_check.Sql]:
+        """The SQL of the user's files the run sends as it is (a --script's commands), which a server
+        parses before anything is written (servers/parse_check.py)."""
+        return []
+
+    def check_space(self, options: "StudyOptions", workspace) -> None:
+        """The workspace's free space against what the run's data takes there, before anything is
+        written; UserError naming the option that sizes the data."""
+
     def probe(self, env: "StudyEnv") -> list[dict]:
         """Timings the study takes before and after each round beside the links' round trips
         (stored alike: {"link", "median_ms", "p95_ms", "min_ms", "n"}), e.g. a one-row foreign scan."""
@@ -285,6 +294,8 @@ class Study(Protocol):
         ...
     def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions: ...
     def check(self, options: StudyOptions, bins: PgBinaries) -> None: ...
+    def user_sql(self, options: StudyOptions) -> list[parse_check.Sql]: ...
+    def check_space(self, options: StudyOptions, workspace) -> None: ...
     def expected_measurement_s(self, options: StudyOptions) -> float | None: ...
     def probe(self, env: StudyEnv) -> list[dict]: ...
     def check_user_servers(self, options: StudyOptions, facts: Mapping[str, Any], dsns: Mapping[str, Any]) -> None: ...

@@ -149,8 +149,10 @@ def _spawn(pgbench: Path | str, spec: TimedRun, log_prefix: Path | None):
     if m.timed_out:
         raise CaseError(f"pgbench did not finish within {spec.timeout_s} s")
     if m.returncode != 0:
-        lines = [line for line in m.stderr.splitlines() if line.strip() and not line.startswith("progress:")]
-        raise CaseError(f"pgbench exit {m.returncode}: {lines[-1] if lines else 'no message'}")
+        lines = [" ".join(line.split()) for line in m.stderr.splitlines() if line.strip() and not line.startswith("progress:")]
+        # the server's error that aborted a client says why; "Run was aborted" after it does not
+        cause = next((line for line in lines if "ERROR:" in line or "FATAL:" in line), lines[-1] if lines else None)
+        raise CaseError(f"pgbench exit {m.returncode}: {cause or 'no message'}")
     return m
 
 
@@ -171,26 +173,6 @@ def parse_output(stdout: str) -> dict:
 
 
 PROTOCOLS = ("simple", "extended", "prepared")
-# Where the dry parse connects: a socket directory that cannot exist, so no server is ever reached.
-_NOWHERE = "/nonexistent/pgpathbench-dry-parse"
-_PARSED = "could not create connection for setup"
-
-
-def dry_parse(pgbench: Path | str, scripts: list[tuple[str, int]]) -> str | None:
-    """pgbench's own parse of script files (with their weights), without a server: pgbench parses
-    every -f file while reading its options, and only then connects; pointed at a socket that
-    cannot exist it fails either way, and its message says which. None when the scripts parse,
-    else pgbench's first error line ('bad.sql:1: syntax error in command "set"')."""
-    if Path(_NOWHERE).exists():
-        raise RuntimeError(f"{_NOWHERE} exists: the dry parse would reach a server")
-    cmd = [str(pgbench), "-n", *[a for path, weight in scripts for a in ("-f", f"{path}@{weight}")],
-           "-t", "1", "-h", _NOWHERE, "-p", "1", "-U", "nobody", "nobody"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)
-    if _PARSED in res.stderr:
-        return None
-    lines = [line.removeprefix("pgbench: error: ") for line in res.stderr.splitlines() if line.strip()]
-    return lines[0] if lines else f"pgbench exit {res.returncode}"
 
 
 def initialize(pgbench: Path | str, dbname: str, host: str, port: int, user: str, scale: int,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ... import validate
+from ... import files, validate
 from ...matrix import Dimension, Parameter, Preset, positive_int
 from ...metrics import catalogue
 from ...results.baseline import Baseline
@@ -50,22 +50,13 @@ def isolation(v: str) -> str:
 
 
 SCRIPT_PREFIX = "script:"   # the workload of a run of the user's scripts: script:NAME (several: script:A+B)
-MAX_FILE_BYTES = 1 << 20
+MAX_FILE_BYTES = 1 << 20     # a script's or --init's file (files.read_text's rule)
 
 
-def _read(option: str, path: str, what: str) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror}; give a readable {what}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{path} is over {MAX_FILE_BYTES >> 20} MiB; give a {what} (not data)")
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        raise ValueError(f"{path} is not UTF-8 text; give a {what}") from None
+def _read(path: str, what: str) -> str:
+    text = files.read_text(path, MAX_FILE_BYTES, what)
     if not text.strip():
-        raise ValueError(f"{path} is empty; give a {what}")
+        raise ValueError(f"{path} is empty; give {what}")
     return text
 
 
@@ -85,13 +76,25 @@ def scripts(given: list[str]) -> list[dict]:
         if any(s["name"] == name for s in out):
             raise ValueError(f"two scripts named '{name}'; give files with different names")
         out.append({"name": name, "path": str(Path(path).resolve()), "weight": int(weight),
-                    "text": _read("--script", path, "pgbench script")})
+                    "text": _read(path, "a pgbench script")})
     return out
 
 
 def init_script(path: str) -> dict:
     """The SQL that creates and loads the scripts' tables on the source, read now."""
-    return {"name": Path(path).name, "path": str(Path(path).resolve()), "text": _read("--init", path, "SQL file")}
+    return {"name": Path(path).name, "path": str(Path(path).resolve()), "text": _read(path, "a file of SQL statements")}
+
+
+# pgbench -i (--init-steps=dtGvp) on a managed 15, measured here at its peak (tables, indexes and
+# WAL): 325 MB at scale 10, 1755 MB at scale 50 (the tables 16 MB a scale unit, the WAL as much).
+PGBENCH_BYTES_PER_SCALE = 35_000_000
+DISK_SAFETY = 1.5          # the read-write rounds' new rows and dead versions, and a margin
+SERVERS_BYTES = 200_000_000   # two managed clusters' own files and the results cluster's growth
+
+
+def disk_needed(scale: int) -> float:
+    """Bytes the workspace needs for a run at pgbench scale `scale` on a managed source."""
+    return scale * PGBENCH_BYTES_PER_SCALE * DISK_SAFETY + SERVERS_BYTES
 
 
 def script_workload(given: list[dict]) -> str:
@@ -124,15 +127,18 @@ PARAMETERS = {
     "bandwidth": BANDWIDTH,
     "evidence": EVIDENCE,
     "until_ci": UNTIL_CI,
-    "script": Parameter("script", "FILE[@WEIGHT]: your own pgbench script, run through local and every FDW "
-                        "target instead of the builtin ones (repeatable: a weighted mix, as pgbench -f; "
-                        "the workload is named script:NAME)", scripts, repeatable=True),
+    "script": Parameter("script", f"FILE[@WEIGHT]: your own pgbench script, a UTF-8 text file of at "
+                        f"most {files.size_text(MAX_FILE_BYTES)} whose every SQL command the server parses (checked "
+                        "before anything is written), run through local and every FDW target instead of the "
+                        "builtin ones (repeatable: a weighted mix, as pgbench -f; the workload is named "
+                        "script:NAME)", scripts, repeatable=True),
     "script_tables": Parameter("script_tables", "TABLE,...: tables of your own database (the DSN of --server "
                                "source=) copied into ours there for your --script: read, never written",
                                lambda text: list(table_names(text))),
-    "init": Parameter("init", "FILE: SQL run on the source after pgbench -i, creating and loading the tables "
-                      "your --script reads (every table of its public schema becomes a foreign table)",
-                      init_script),
+    "init": Parameter("init", f"FILE: SQL statements (a UTF-8 text file of at most {files.size_text(MAX_FILE_BYTES)} "
+                      "that the server parses; no psql meta-commands) run on the source after pgbench -i, "
+                      "creating and loading the tables your --script reads (every table of its public schema "
+                      "becomes a foreign table)", init_script),
 }
 # quick: the seeds' shape (1 client, RO and RW, the four targets) in 6 rounds of 1 s: the fewest
 # rounds whose min..max interval of a median covers 95%, and the whole run within about a minute.

@@ -52,11 +52,11 @@ from ...procs import password_env
 from ...matrix import Case, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ...servers import copy_tables, fdw, guc
+from ...servers import copy_tables, fdw, guc, parse_check
 from ...servers.network import time_statement
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
-from ...tools import pgbench, pgbench_log
+from ...tools import pgbench, pgbench_log, pgbench_script
 from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested, \
     user_roles
 from . import report as study_report, spec, statements
@@ -73,6 +73,7 @@ HOP_SCAN, HOP_SCANS = "SELECT abalance FROM pgbench_accounts WHERE aid = 1", 20
 STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", TRACK: "none", "pg_stat_statements.max": "20000"}
 # Not read around a timed run, which tracks no statement: the passes count them.
 UNTRACKED = ("statements", "evictions")
+SCRIPT_FIX = "fix the script (pgbench's syntax: SQL commands ending in ';', and \\ meta-commands)"
 
 
 class FdwOverhead(Declared):
@@ -103,16 +104,39 @@ class FdwOverhead(Declared):
 
     def check(self, options: StudyOptions, bins) -> None:
         """--set (see Declared), and the user's scripts, parsed by pgbench itself (a dry parse: see
-        tools/pgbench.dry_parse)."""
+        tools/pgbench_script.dry_parse); the server's parse of their SQL is user_sql's."""
         super().check(options, bins)
         given = options.params.get("script")
         if given:
-            error = pgbench.dry_parse(bins.path("pgbench"), [(s["path"], s["weight"]) for s in given])
+            error = pgbench_script.dry_parse(bins.path("pgbench"), [(s["name"], s["text"], s["weight"]) for s in given])
             if error is not None:
-                raise UserError(f"--script: pgbench cannot parse it: {error}; fix the script "
-                                "(pgbench's syntax: SQL lines and \\ meta-commands)")
+                name, line, why = error
+                path = {s["name"]: s["path"] for s in given}.get(name, given[0]["path"])
+                raise UserError(f"--script {path}: {f'line {line}: ' if line else ''}pgbench cannot parse it ({why}); "
+                                f"{SCRIPT_FIX}")
         if options.params.get("init"):
             bins.require("psql")
+
+    def check_space(self, options: StudyOptions, workspace) -> None:
+        """pgbench -i's tables on a managed source: --scale against the workspace's free space."""
+        if SOURCE_ROLE in user_roles(options):
+            return
+        scale, free = options.params["scale"], workspace.free_bytes()
+        need = spec.disk_needed(scale)
+        if need > free:
+            raise UserError(f"--scale: pgbench's tables at scale {scale} need about {need / 1e9:.1f} GB free in the "
+                            f"workspace ({workspace.root}), {free / 1e9:.1f} GB are; give a smaller --scale, free "
+                            "some space, or choose another --workspace")
+
+    def user_sql(self, options: StudyOptions) -> list[parse_check.Sql]:
+        """Each --script's SQL commands and --init's statements, for the server's parse."""
+        p = options.params
+        out = [parse_check.Sql(f"--script {s['path']}", s["text"], tuple(pgbench_script.sql_commands(s["text"])),
+                               SCRIPT_FIX) for s in p.get("script") or ()]
+        if p.get("init"):
+            out.append(parse_check.Sql(f"--init {p['init']['path']}", p["init"]["text"], ((0, p["init"]["text"]),),
+                                       "give SQL statements only, as the server parses them (no psql meta-commands)"))
+        return out
 
     def cases(self, options: StudyOptions) -> list[Case]:
         requested = options.dims["latency"]
