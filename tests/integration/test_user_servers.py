@@ -121,7 +121,8 @@ def _wait_for_round(proc, timeout_s: float = 120) -> None:
 
 
 # file-fdw-tpch's roles a user server cannot take: test_user_servers_tpch.py
-@pytest.mark.parametrize("case", ["wrong password", "no createdb", "no postgres_fdw", "unknown role", "twice"])
+@pytest.mark.parametrize("case", ["wrong password", "no createdb", "no postgres_fdw", "fdw_local without postgres_fdw",
+                                  "unknown role", "twice"])
 def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_root, case):
     src, ext = servers
     ws = workspace_root / f"ws-user-bad-{case.replace(' ', '-')}"
@@ -137,6 +138,10 @@ def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_ro
                         "--server source: role nocreate may not create databases"),
         "no postgres_fdw": (["--server", f"external={base} user=nofdw password=nofdw-pw"],
                             "--server external: postgres_fdw is not usable by nofdw"),
+        # a CREATEDB-only source: the default targets' fdw_local runs postgres_fdw there (issue 42)
+        "fdw_local without postgres_fdw": (["--server", f"source={base} user=nofdw password=nofdw-pw"],
+                                           "--server source: for --target fdw_local, postgres_fdw is not usable by "
+                                           "nofdw in the databases it creates; a DBA runs, in template1: "),
         "unknown role": (["--server", f"worker={src.dsn()}"], "--server worker: not a role of this study"),
         "twice": (["--server", f"source={src.dsn()}", "--server", f"source={src.dsn()}"], "--server source: given twice"),
     }[case]
@@ -225,6 +230,7 @@ def test_a_server_error_while_preparing_is_one_line_and_leaves_nothing(servers, 
     src, _ext = servers
     with hasty_role(src, "20ms") as dsn:
         res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--repeat", "1",
+                          "--target", "local",   # hasty has no postgres_fdw, which fdw_local needs on the source
                           "--server", f"source={dsn} dbname=userdb", workspace=workspace_root / "ws-user-timeout")
         assert res.returncode == 1, (res.returncode, res.stderr)
         assert "Traceback" not in res.stderr and "hasty-pw" not in res.stderr

@@ -110,8 +110,11 @@ def preflight(study, options, dsns: Mapping[str, UserDsn], bins) -> dict[str, Fa
         if spec.needs is None:
             raise UserError(f"--server {role}: the {role} role of {study.name} cannot be a user server: {spec.why_not}")
         found[role] = facts = inspect(dsn)
-        for need in spec.needs:
+        for need, when in spec.needs_for(options.dims):
             problem = REQUIREMENTS[need](facts)
+            if problem and when:
+                dim, _, value = when.partition("=")
+                raise UserError(f"--server {role}: for --{dim} {value}, {problem}; or leave {value} out of --{dim}")
             if problem:
                 raise UserError(f"--server {role}: {problem}")
     _reachable(study, options, dsns)
