@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import re
 import subprocess
 import tempfile
@@ -43,6 +42,7 @@ import psycopg
 from psycopg import sql
 
 from .. import scratch
+from ..clientenv import child_env
 from ..errors import UserError
 from ..procs import OsUser
 from ..matrix import NOT_APPLICABLE, Case, KnobFamily
@@ -97,8 +97,8 @@ class Guc:
 @functools.lru_cache(maxsize=8)
 def describe(postgres: str) -> dict[str, Guc]:
     """Every setting of these binaries (`postgres --describe-config`: name, context, group, type...)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    out = subprocess.run([postgres, "--describe-config"], capture_output=True, text=True, env=env, timeout=30)
+    out = subprocess.run([postgres, "--describe-config"], capture_output=True, text=True, env=child_env(),
+                         timeout=30)
     gucs = {}
     for line in out.stdout.splitlines():
         fields = line.split("\t")
