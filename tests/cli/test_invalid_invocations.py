@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pgpathbench import cli, clientenv
+from pgpathbench.servers import guc
 from pgpathbench.studies import STUDIES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -229,7 +230,14 @@ OTHER_CASES = [
     *_common(["clean"]),
 ]
 
-CASES = STUDY_CASES + PARAMETER_CASES + RUN_CASES + READ_CASES + OTHER_CASES
+# --set of what holds a managed server's isolation, layout and identity (servers/guc.HELD), and TLS (issue 42).
+SET_CASES = [([*FDW, "--set", f"{name}={value}"], f"--set {name}: not a knob: ") for name, value in [
+    *[(name, "x") for name in guc.HELD],
+    ("listen_addresses", "0.0.0.0"), ("unix_socket_directories", "/tmp"), ("port", "5432"),
+    ("unix_socket_permissions", "0777"), ("data_directory", "/tmp"), ("ssl", "on"), ("ssl_cert_file", "/tmp/c"),
+    ("ssl_min_protocol_version", "TLSv1.3"), ("ssl_passphrase_command", "x")]]
+
+CASES = STUDY_CASES + PARAMETER_CASES + RUN_CASES + READ_CASES + OTHER_CASES + SET_CASES
 if os.geteuid() == 0:   # servers then run as another user, who must exist
     CASES += [(["runs", "--server-user", "no_such_user_x"], "--server-user"),
               ([*FDW, "--server-user", "no_such_user_x"], "--server-user")]
