@@ -67,8 +67,9 @@ def pgpathbench(*args: str, workspace: Path | None = None, timeout: float = 600,
                           env=env, timeout=timeout, **kw)
 
 
-def spawn_pgpathbench(*args: str, workspace: Path) -> subprocess.Popen:
-    env = {**os.environ, "PGPATHBENCH_HOME": str(workspace)}
+def spawn_pgpathbench(*args: str, workspace: Path, env: dict | None = None) -> subprocess.Popen:
+    """The CLI started in `workspace`, with `env` exported on top of ours."""
+    env = {**os.environ, **(env or {}), "PGPATHBENCH_HOME": str(workspace)}
     return subprocess.Popen([sys.executable, "-m", "pgpathbench.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
 

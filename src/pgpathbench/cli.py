@@ -19,7 +19,7 @@ from typing import Sequence
 
 from rich.console import Console
 
-from . import validate
+from . import clientenv, validate
 from .cli_parser import FORMATS, build_parser, study_options  # noqa: F401 (FORMATS: for importers)
 from .errors import Interrupted, RunFailed, UserError
 from .files import write_atomically
@@ -237,7 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_text(argv)
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args, out, err)
+        with clientenv.isolated():   # the user's libpq and driver variables reach the user's servers only
+            return COMMANDS[args.command](args, out, err)
     except UserError as e:
         print(f"pgpathbench: error: {_one_line(str(e), argv)}", file=sys.stderr)
         return 2

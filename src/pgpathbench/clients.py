@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from .clientenv import child_env
 from .errors import CaseError, UserError
 from .metrics import Metric
 from .tools.spawn import MEASURE, spawn_measured
@@ -118,12 +119,12 @@ def _which(program: str) -> bool:
 
 
 def session_env(settings: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a client or psql reading the seed tables: UTF-8, and SYNC_SCANS_OFF added to
-    PGOPTIONS (libpq and psql read it; the JDBC client passes it to pgjdbc as its options), with
-    `settings` (a case's --set session settings, servers/guc.py) after it."""
+    """The environment of a client or psql reading the seed tables (clientenv.child_env: none of the user's
+    libpq or driver variables): UTF-8, and PGOPTIONS SYNC_SCANS_OFF (libpq and psql read it; the JDBC client
+    passes it to pgjdbc as its options), with `settings` (a case's --set session settings, servers/guc.py)
+    after it."""
     from .servers.guc import pgoptions
-    options = f"{os.environ.get('PGOPTIONS', '')} {SYNC_SCANS_OFF} {pgoptions(settings or {})}".strip()
-    return {**os.environ, "PGCLIENTENCODING": "UTF8", "PGOPTIONS": options}
+    return child_env(PGCLIENTENCODING="UTF8", PGOPTIONS=f"{SYNC_SCANS_OFF} {pgoptions(settings or {})}".strip())
 
 
 # -- the contract's JSON ------------------------------------------------------------------------

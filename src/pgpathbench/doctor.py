@@ -7,6 +7,7 @@ import os
 from typing import Mapping
 import psycopg
 
+from .clientenv import user_conninfo
 from .errors import UserError
 from .servers import binaries, user_checks
 from .servers.user import UserDsn
@@ -56,7 +57,7 @@ def checks(workspace: str | None, server_user: str | None, pg_bindir: str | None
         add("workspace", False, str(e))
     if results_dsn:
         try:
-            psycopg.connect(results_dsn, connect_timeout=5).close()
+            psycopg.connect(user_conninfo(results_dsn), connect_timeout=5).close()
             add("--results-dsn", True, "reachable")
         except psycopg.Error as e:
             add("--results-dsn", False, str(e).strip().splitlines()[-1])

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .clientenv import child_env
 from .errors import UserError
 
 _PR_SET_PDEATHSIG = 1
@@ -94,7 +95,8 @@ class OsUser:
         return die_with_parent(sig, netns, self.uid, self.gid)
 
     def env(self) -> dict:
-        env = dict(os.environ)
+        """The environment of a program run as this user (a server reads PGPORT, PGDATESTYLE... too)."""
+        env = child_env()
         if not self.is_me:
             env.update(HOME=pwd.getpwuid(self.uid).pw_dir, USER=self.name, LOGNAME=self.name)
         return env
@@ -117,9 +119,9 @@ class OsUser:
 
 
 def password_env(passfile: str | Path | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment (base: os.environ) of a program that reads its password from `passfile` (libpq's
+    """The environment (base: child_env()) of a program that reads its password from `passfile` (libpq's
     PGPASSFILE: never a command line); PGPASSWORD dropped then, since libpq would prefer it."""
-    env = dict(os.environ if base is None else base)
+    env = dict(child_env() if base is None else base)
     if passfile is None:
         return env
     env.pop("PGPASSWORD", None)
@@ -127,9 +129,9 @@ def password_env(passfile: str | Path | None, base: Mapping[str, str] | None = N
 
 
 def run_client(args: Sequence[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run a client (pgbench, a native client) as ourselves; kill it if we are interrupted."""
+    """Run a client (pgbench, a native client) as ourselves (env: child_env()); kill it if we are interrupted."""
     proc = subprocess.Popen(
-        list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env() if env is None else env,
         preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True,
     )
     try:

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 
 import psycopg
 
-from . import disk, plan, scratch
+from . import clientenv, disk, plan, scratch
 from .environment import host_fingerprint
 from .evidence import collected
 from .errors import CaseError, Interrupted, RunFailed, ServerRefused, UserError, reason
@@ -208,7 +208,9 @@ class Runner:
         done = self.store.done(run_id)
         todo = [(r, c) for r in range(1, options.repeat + 1) for c in round_order(cases, seed, r)
                 if (study.name, c.case_id, r) not in done]
-        fingerprint = Fingerprint(machine=host_fingerprint())
+        # The user's libpq and driver variables no connection of the run got (names only), beside the machine.
+        ignored = clientenv.ignored(v for dsn in self.user_dsns.values() for v in dsn.from_env)
+        fingerprint = Fingerprint(machine={**host_fingerprint(), "environment_ignored": ignored})
         seconds, each = _case_seconds(study, options, todo, self.store, fingerprint.machine["host"])
         self.progress.log(_plan(options, cases, todo, seconds, each))
         for path in scratch.sweep():

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pgpathbench import cli
+from pgpathbench import cli, clientenv
+from pgpathbench.servers import guc
 from pgpathbench.studies import STUDIES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -263,7 +264,14 @@ OTHER_CASES = [
     *_common(["clean"]),
 ]
 
-CASES = STUDY_CASES + PARAMETER_CASES + RUN_CASES + READ_CASES + OTHER_CASES
+# --set of what holds a managed server's isolation, layout and identity (servers/guc.HELD), and TLS (issue 42).
+SET_CASES = [([*FDW, "--set", f"{name}={value}"], f"--set {name}: not a knob: ") for name, value in [
+    *[(name, "x") for name in guc.HELD],
+    ("listen_addresses", "0.0.0.0"), ("unix_socket_directories", "/tmp"), ("port", "5432"),
+    ("unix_socket_permissions", "0777"), ("data_directory", "/tmp"), ("ssl", "on"), ("ssl_cert_file", "/tmp/c"),
+    ("ssl_min_protocol_version", "TLSv1.3"), ("ssl_passphrase_command", "x")]]
+
+CASES = STUDY_CASES + PARAMETER_CASES + RUN_CASES + READ_CASES + OTHER_CASES + SET_CASES
 if os.geteuid() == 0:   # servers then run as another user, who must exist
     CASES += [(["runs", "--server-user", "no_such_user_x"], "--server-user"),
               ([*FDW, "--server-user", "no_such_user_x"], "--server-user")]
@@ -319,3 +327,16 @@ def test_unreachable_results_dsn_keeps_the_reason_not_the_password(ws, capsys, t
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and "--results-dsn: cannot connect (" in err and "Connection refused" in err
     assert SECRET not in err and out == "" and not ws.exists()
+
+
+@pytest.mark.parametrize("name", sorted(clientenv.REFUSED))
+def test_a_libpq_variable_that_would_change_a_user_servers_sessions_is_refused(name, ws, capsys, tripwires,
+                                                                               monkeypatch):
+    """With --server, before any connection: one line naming the variable and telling to unset it."""
+    monkeypatch.setenv(name, "x")
+    code = cli.main([*FDW, "--server", "source=host=127.0.0.1 port=1 user=x dbname=x connect_timeout=1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"pgpathbench: error: --server source: {name} is set in the environment and ") and \
+        err.rstrip().endswith(f"unset {name}"), err
+    assert os.environ[name] == "x", "the CLI gives the environment back as it found it"

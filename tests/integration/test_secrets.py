@@ -1,16 +1,27 @@
-"""Secrets stay secret: no managed server's password on any process's command line, nor in what the
-tool stores and shows.
+"""Secrets stay secret, and the user's environment does not reach the managed servers: no managed
+server's password on any process's command line, nor in what the tool stores and shows; no
+connection of the tool to its servers takes the user's libpq or driver variables; no managed
+server listens anywhere but where its run's topology chose.
 
 A command line is world-readable (/proc/PID/cmdline, ps). The tool gives a client the password of a
 managed server through a 0600 password file named by PGPASSFILE (Cluster.client_env; the route per
 client: clients/CONTRACT.md, "Passwords"). Checked here with real servers and real clients: each
 client connects over TCP with PGPASSFILE alone; and while real runs go (interfaces, every client
-over TCP; fdw-overhead through postgres_fdw), /proc/*/cmdline is read every 20 ms for the run's
-passwords (its servers' password files, read as they appear) and for "password=".
+over every transport; fdw-overhead through postgres_fdw and an emulated link, with a --set that
+restarts the servers), with a hostile libpq and driver environment exported (HOSTILE: each of
+those variables, were it applied, would fail the run), /proc/*/cmdline is read every 20 ms for the
+run's passwords (its servers' password files, read as they appear) and for "password=", and every
+postmaster's listening sockets are read from /proc (its own network namespace's tables).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import json
+import os
+import re
+import stat
 import subprocess
 import threading
 import time
@@ -25,6 +36,15 @@ pytestmark = pytest.mark.integration
 
 INTERFACES = ("libpq", "odbc", "jdbc", "psycopg")
 SCAN_S = 0.02
+# Exported for the runs: every one would fail a connection, a client or a result were it applied.
+HOSTILE = {"PGPASSWORD": "x", "PGPASSFILE": "/nonexistent", "PGHOST": "/nonexistent", "PGHOSTADDR": "192.0.2.1",
+           "PGPORT": "1", "PGDATABASE": "nosuch", "PGUSER": "nobody", "PGSSLMODE": "require",
+           "PGGSSENCMODE": "require", "PGSERVICE": "nosuch", "PGSERVICEFILE": "/nonexistent",
+           "PGOPTIONS": "-c statement_timeout=1 -c default_transaction_read_only=on",
+           "PGTARGETSESSIONATTRS": "standby", "PGREQUIREAUTH": "gss", "PGDATESTYLE": "German",
+           "PGCLIENTENCODING": "SQL_ASCII", "PGCONNECT_TIMEOUT": "1", "PGAPPNAME": "hostile",
+           "ODBCSYSINI": "/nonexistent", "ODBCINI": "/nonexistent", "JAVA_TOOL_OPTIONS": "-Xmx1m",
+           "_JAVA_OPTIONS": "-Xmx1m", "JDK_JAVA_OPTIONS": "-Xmx1m"}
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +98,7 @@ class CmdlineWatch(threading.Thread):
         self.workspace, self.stop, self.scans, self.root_pid = workspace, threading.Event(), 0, None
         self.passwords: set[str] = set()
         self.seen: list[str] = []
+        self.listening: set[tuple[str, str]] = set()   # ("tcp", address) or ("unix", directory, its mode)
 
     def _read_passwords(self) -> None:
         for path in (*self.workspace.glob("servers/*/*/password"), *self.workspace.glob("*/password")):
@@ -101,6 +122,8 @@ class CmdlineWatch(threading.Thread):
             for pid, text in cmdlines.items():
                 if any(p in text for p in self.passwords) or ("password=" in text and self._ours(pid, parents)):
                     self.seen.append(f"{pid}: {text[:300]}")
+                if re.match(r"\S*/postgres -D " + re.escape(str(self.workspace)), text):
+                    self.listening |= listening(pid)
             self.scans += 1
             time.sleep(SCAN_S)
 
@@ -112,10 +135,57 @@ class CmdlineWatch(threading.Thread):
         return False
 
 
+def listening(pid: int) -> set[tuple[str, str]]:
+    """The listening sockets of a process, from its network namespace's tables in /proc: ("tcp",
+    "ADDRESS") and ("unix", "DIRECTORY MODE")."""
+    try:
+        inodes = {os.readlink(fd)[8:-1] for fd in Path(f"/proc/{pid}/fd").iterdir()
+                  if os.readlink(fd).startswith("socket:[")}
+        tables = {name: Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:] for name in ("tcp", "tcp6", "unix")}
+    except OSError:
+        return set()
+    found = set()
+    for name in ("tcp", "tcp6"):
+        for line in tables[name]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:   # LISTEN
+                hexaddr = fields[1].split(":")[0]
+                packed = b"".join(bytes.fromhex(hexaddr[i:i + 8])[::-1] for i in range(0, len(hexaddr), 8))
+                found.add(("tcp", str(ipaddress.ip_address(packed))))
+    for line in tables["unix"]:
+        fields = line.split()
+        if len(fields) == 8 and fields[6] in inodes:
+            directory = os.path.dirname(fields[7])
+            with contextlib.suppress(OSError):
+                found.add(("unix", f"{directory} {stat.S_IMODE(os.stat(directory).st_mode):o}"))
+    return found
+
+
+def assert_listening_only_where_chosen(watch: CmdlineWatch, stderr: str) -> None:
+    """Loopback, the addresses of the run's network namespaces (its log names them), and private socket
+    directories of the workspace: nothing else, whatever --set said."""
+    namespaces = set(re.findall(r"sits in network namespace \S+ at (\S+) ", stderr))
+    tcp = {a for kind, a in watch.listening if kind == "tcp"}
+    unix = {a for kind, a in watch.listening if kind == "unix"}
+    assert "127.0.0.1" in tcp and tcp <= {"127.0.0.1", *namespaces}, (tcp, namespaces)
+    assert namespaces <= tcp and (namespaces or os.geteuid() != 0), (tcp, namespaces)
+    assert unix and all(d.endswith(" 700") and (d.startswith(str(watch.workspace)) or d.startswith("/tmp/pgpb-"))
+                        for d in unix), unix
+
+
+def _assert_environment_left_out(workspace: Path) -> None:
+    """Every measurement ok; the fingerprint names the variables left out (never their values)."""
+    run = json.loads(pgpathbench("report", "latest", "--format", "json", workspace=workspace).stdout)
+    assert run["measurements"] and all(m["error"] is None for m in run["measurements"])
+    (session,) = run["run"]["environment"]["sessions"]
+    assert set(HOSTILE) <= set(session["machine"]["environment_ignored"])
+    assert "/nonexistent" not in json.dumps(run["run"]["environment"])
+
+
 def _watched_run(workspace: Path, *args: str, timeout: float = 900) -> tuple[subprocess.Popen, str, CmdlineWatch]:
     watch = CmdlineWatch(workspace)
     watch.start()
-    proc = spawn_pgpathbench("run", *args, workspace=workspace)
+    proc = spawn_pgpathbench("run", *args, workspace=workspace, env=HOSTILE)
     watch.root_pid = proc.pid
     try:
         _, stderr = proc.communicate(timeout=timeout)
@@ -144,23 +214,31 @@ def secrets_root(workspace_root):
     return workspace_root / "secrets-runs"
 
 
-def test_interfaces_run_shows_no_password(built, secrets_root):
+def test_interfaces_run_shows_no_password_and_ignores_a_hostile_environment(built, secrets_root):
+    """Every client over every transport (remote: in a network namespace when we are root)."""
     proc, stderr, watch = _watched_run(
-        secrets_root, "interfaces", "--preset", "quick", "--interface", ",".join(INTERFACES), "--transport", "tcp",
+        secrets_root, "interfaces", "--preset", "quick", "--interface", ",".join(INTERFACES),
         "--method", "normal", "--sqlstrat", "sql001:once,sql001:each", "--output", "p-none:null",
         "--iterations", "5", "--t50k-rows", "5000", "--t10m-rows", "50000", "--repeat", "1")
     assert proc.returncode == 0, stderr[-3000:]
     assert watch.passwords and watch.scans > 50, (watch.passwords, watch.scans)
     assert watch.seen == []
     _assert_nowhere(secrets_root, watch.passwords)
+    _assert_environment_left_out(secrets_root)
+    assert_listening_only_where_chosen(watch, stderr)
 
 
-def test_fdw_overhead_run_shows_no_password(secrets_root):
+def test_fdw_overhead_run_shows_no_password_and_ignores_a_hostile_environment(secrets_root):
     """Its password is in the foreign server's user mapping, inside PostgreSQL: never on a command line
-    nor in the export."""
+    nor in the export. Through an emulated link (the source on its own network stack when we are root),
+    with a --set that restarts every server."""
     proc, stderr, watch = _watched_run(secrets_root, "fdw-overhead", "--preset", "quick", "--target", "fdw_external",
-                                       "--workload", "ro", "--repeat", "1")
+                                       "--workload", "ro", "--repeat", "1", "--latency", "1ms",
+                                       "--set", "shared_buffers=32MB")
     assert proc.returncode == 0, stderr[-3000:]
     assert watch.passwords and watch.scans > 20, (watch.passwords, watch.scans)
     assert watch.seen == []
+    assert "restart 1 for --set shared_buffers=32MB" in stderr
     _assert_nowhere(secrets_root, watch.passwords)
+    _assert_environment_left_out(secrets_root)
+    assert_listening_only_where_chosen(watch, stderr)

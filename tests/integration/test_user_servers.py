@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import subprocess
 import time
 
 import pytest
@@ -121,7 +122,8 @@ def _wait_for_round(proc, timeout_s: float = 120) -> None:
 
 
 # file-fdw-tpch's roles a user server cannot take: test_user_servers_tpch.py
-@pytest.mark.parametrize("case", ["wrong password", "no createdb", "no postgres_fdw", "unknown role", "twice"])
+@pytest.mark.parametrize("case", ["wrong password", "no createdb", "no postgres_fdw", "fdw_local without postgres_fdw",
+                                  "unknown role", "twice"])
 def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_root, case):
     src, ext = servers
     ws = workspace_root / f"ws-user-bad-{case.replace(' ', '-')}"
@@ -137,6 +139,10 @@ def test_bad_user_servers_are_refused_with_nothing_written(servers, workspace_ro
                         "--server source: role nocreate may not create databases"),
         "no postgres_fdw": (["--server", f"external={base} user=nofdw password=nofdw-pw"],
                             "--server external: postgres_fdw is not usable by nofdw"),
+        # a CREATEDB-only source: the default targets' fdw_local runs postgres_fdw there (issue 42)
+        "fdw_local without postgres_fdw": (["--server", f"source={base} user=nofdw password=nofdw-pw"],
+                                           "--server source: for --target fdw_local, postgres_fdw is not usable by "
+                                           "nofdw in the databases it creates; a DBA runs, in template1: "),
         "unknown role": (["--server", f"worker={src.dsn()}"], "--server worker: not a role of this study"),
         "twice": (["--server", f"source={src.dsn()}", "--server", f"source={src.dsn()}"], "--server source: given twice"),
     }[case]
@@ -225,6 +231,7 @@ def test_a_server_error_while_preparing_is_one_line_and_leaves_nothing(servers, 
     src, _ext = servers
     with hasty_role(src, "20ms") as dsn:
         res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--repeat", "1",
+                          "--target", "local",   # hasty has no postgres_fdw, which fdw_local needs on the source
                           "--server", f"source={dsn} dbname=userdb", workspace=workspace_root / "ws-user-timeout")
         assert res.returncode == 1, (res.returncode, res.stderr)
         assert "Traceback" not in res.stderr and "hasty-pw" not in res.stderr
@@ -268,3 +275,47 @@ def test_pgbench_init_cancelled_by_the_server_is_its_refusal(servers, workspace_
                                passfile=str(password))
     assert str(refused.value) == ("pgbench -i failed: pgbench: error: query failed: ERROR: canceling statement "
                                   "due to statement timeout"), refused.value
+
+
+def test_a_createdb_only_source_by_the_login_its_environment_gives_beside_a_managed_external(servers,
+                                                                                            workspace_root):
+    """Issue 42: the TLS-only server as the source, by a login with CREATEDB and nothing else (no
+    postgres_fdw for it in template1), its password and TLS settings exported (PGPASSWORD, PGSSLMODE,
+    PGSSLROOTCERT), beside variables that would break the managed external's connections were they
+    applied. Refused before anything is written with PGOPTIONS exported; without fdw_local (it runs
+    postgres_fdw on the source: refused for such a login, test above) the run goes, the source by the
+    environment's password and TLS (recorded by name), the managed external by its own."""
+    _src, ext = servers
+    with ext.connect("dba", "postgres") as conn:
+        conn.execute("DROP ROLE IF EXISTS onlydb")
+        conn.execute("CREATE ROLE onlydb LOGIN CREATEDB PASSWORD 'onlydb-pw'")
+    env = {"PGPASSWORD": "onlydb-pw", "PGSSLMODE": "verify-full", "PGSSLROOTCERT": str(ext.root_cert),
+           "PGHOST": "/nonexistent", "PGPORT": "1", "PGDATABASE": "nosuch", "PGUSER": "nobody",
+           "PGAPPNAME": "hostile", "JAVA_TOOL_OPTIONS": "-Xmx1m"}
+    source = f"source=host={ext.address} port={ext.port} user=onlydb dbname=userdb"
+    ws = workspace_root / "ws-user-env"
+    before = ext.known_objects()
+    ext.mark_log()
+
+    def run(*args: str, **more: str):
+        proc = spawn_pgpathbench("run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--repeat", "1",
+                                 "--server", source, *args, workspace=ws, env={**env, **more})
+        out, err = proc.communicate(timeout=600)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    assert_user_error(run(PGOPTIONS="-c work_mem=64kB"), "--server source: PGOPTIONS is set in the environment "
+                      "and it would change the sessions measured there", untouched=ws)
+    assert ext.ours() == []
+    res = run("--target", "local,fdw_external")
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = report_json(ws)
+    assert {m["dims"]["target"] for m in report["measurements"]} == {"local", "fdw_external"}
+    assert all(m["error"] is None and m["metrics"]["tps"] > 0 for m in report["measurements"])
+    (session,) = report["run"]["environment"]["sessions"]
+    assert session["servers"]["user_source"]["auth"] == {
+        "password": "PGPASSWORD", "tls": "on (sslmode verify-full)",
+        "from the environment": "PGPASSWORD, PGSSLMODE, PGSSLROOTCERT"}
+    assert session["servers"]["pg15_external"]["auth"]["tcp"] == "scram-sha-256"
+    assert set(session["machine"]["environment_ignored"]) == set(env) - {"PGPASSWORD", "PGSSLMODE", "PGSSLROOTCERT"}
+    assert "onlydb-pw" not in json.dumps(report) + res.stdout + res.stderr
+    ext.assert_as_found(before)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pgpathbench.clients import SYNC_SCANS_OFF, session_env
-from pgpathbench.errors import UserError
+from pgpathbench.errors import CaseError, UserError
 from pgpathbench.matrix import Case
 from pgpathbench.servers import binaries, guc
 from pgpathbench.studies import STUDIES
@@ -61,10 +61,11 @@ def test_postmaster_settings_are_taken_backend_and_internal_ones_refused():
 
 
 class FakeCluster:
-    """What apply_server_settings() asks of a managed server: a connection, a restart."""
+    """What apply_server_settings() asks of a managed server: a connection, a restart; `refuses`: the
+    settings its pg_file_settings says are not applied, with that error."""
 
-    def __init__(self, name: str, log: list):
-        self.name, self.log = name, log
+    def __init__(self, name: str, log: list, refuses: dict | None = None):
+        self.name, self.log, self.refuses = name, log, refuses or {}
 
     def connect(self):
         cluster = self
@@ -79,10 +80,14 @@ class FakeCluster:
             def execute(self, query, params=None):
                 text = query if isinstance(query, str) else repr(query)
                 cluster.log.append((cluster.name, "ALTER" if "ALTER SYSTEM" in text else text.split("(")[0]))
+                self.params = params
                 return self
 
             def fetchone(self):
                 return (True,)
+
+            def fetchall(self):   # pg_file_settings: (name, applied, error) of the names asked
+                return [(n, n not in cluster.refuses, cluster.refuses.get(n)) for n in self.params[0]]
         return Conn()
 
     def restart(self):
@@ -127,6 +132,15 @@ def test_server_settings_restart_only_when_a_postmaster_value_changes_and_close_
     guc.apply_server_settings(env, case("32MB", "off"))
     assert done.count(("a", "ALTER")) == 1 and ("b", "restart") in done and env.state["restarts"] == 2
     assert env.state["in_force"] == {"log_checkpoints": "off", "shared_buffers": "32MB"}
+
+
+def test_a_setting_the_server_did_not_apply_fails_the_measurement():
+    """Recorded as in force only when the server says so (pg_file_settings.applied)."""
+    env = StudyEnv(options(), "15", None, FakeScope([FakeCluster("a", [], {"log_checkpoints": "bad value"})]),
+                   print, {"server_settings": {"log_checkpoints": {"context": "sighup"}}})
+    with pytest.raises(CaseError, match=r"^--set: not in force on server a, as it says: log_checkpoints=on \(bad value\)"):
+        guc.apply_server_settings(env, Case("fdw-overhead", (("pg", "15"), ("set.log_checkpoints", "on"))))
+    assert env.state.get("in_force", {}) == {}
 
 
 def test_session_settings_and_fdw_knobs_go_on_the_foreign_server():

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from pgpathbench import clientenv
 from pgpathbench.errors import UserError
 from pgpathbench.servers.network import Link
 from pgpathbench.servers.user import (UserServer, from_stored, parse_fdw_hosts, parse_server, parse_servers,
@@ -60,3 +63,38 @@ def test_a_run_stores_its_servers_without_passwords_and_resume_reads_them_back(m
     assert "first" not in str(kept) and kept["fdw_hosts"] == {"source": "10.0.0.5:6432"}
     back = from_stored(kept)["source"]
     assert back.password == "later" and back.fdw_address == ("10.0.0.5", 6432) and back.shown == dsns["source"].shown
+
+
+def test_the_users_libpq_environment_completes_a_dsn_and_is_recorded_by_name(monkeypatch):
+    """Where, who and how from the environment (the DSN's own parameters win); the password and the
+    password file apart; what would change the sessions never taken into the DSN."""
+    env = {"PGHOST": "db9", "PGPORT": "6000", "PGPASSWORD": "pw-env", "PGPASSFILE": "/x/pgpass",
+           "PGSSLMODE": "verify-full", "PGSSLROOTCERT": "/x/ca.crt", "PGOPTIONS": "-c work_mem=64kB",
+           "PGAPPNAME": "mine"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    dsn = parse_server("source=host=db1 user=app dbname=app", ROLES)
+    assert dict(dsn.params) == {"host": "db1", "user": "app", "dbname": "app", "port": "6000",
+                                "sslmode": "verify-full", "sslrootcert": "/x/ca.crt"}
+    assert (dsn.password, dsn.passfile) == ("pw-env", "/x/pgpass") and "pw-env" not in dsn.shown + repr(dsn)
+    assert dsn.from_env == ("PGPORT", "PGPASSWORD", "PGPASSFILE", "PGSSLMODE", "PGSSLROOTCERT")
+    assert clientenv.ignored(dsn.from_env) == ["PGAPPNAME", "PGHOST", "PGOPTIONS"]
+    with pytest.raises(UserError, match="^--server source: PGOPTIONS is set in the environment and it would change "
+                                        "the sessions measured there; give session settings by --set; .* unset "
+                                        "PGOPTIONS$"):
+        clientenv.refuse_for_user_servers("--server source")
+
+
+def test_programs_and_this_process_run_without_the_users_variables(monkeypatch):
+    """child_env() for every program started; isolated() for libpq in this process, given back after."""
+    kept = {"PATH": "/bin", "PGPATHBENCH_HOME": "/ws", "PGPB_ODBC_DRIVER": "/d.so"}
+    users = {"PGPASSWORD": "x", "PGSERVICE": "nosuch", "PSQLRC": "/x", "JAVA_TOOL_OPTIONS": "-Xmx1m",
+             "ODBCSYSINI": "/nonexistent", "LD_PRELOAD": "/x.so"}
+    for name, value in {**kept, **users}.items():
+        monkeypatch.setenv(name, value)
+    env = clientenv.child_env(PGPASSFILE="/ours")
+    assert {k: env.get(k) for k in kept} == kept and env["PGPASSFILE"] == "/ours" and not set(users) & set(env)
+    with clientenv.isolated():
+        assert not set(users) & set(os.environ) and dict(clientenv.users()) == users
+        assert parse_server("source=host=db1", ROLES).password == "x"   # what the user set, for user servers
+    assert {k: os.environ[k] for k in users} == users and clientenv.users() == users

@@ -176,7 +176,9 @@ def _machine_html(m: dict) -> str:
         ("CPU", m.get("cpu_model")), ("cores", m.get("cores")), ("memory", memory_text(m)),
         ("kernel", m.get("kernel")), ("OS", m.get("os")), ("host", m.get("host")), ("user", m.get("user")),
         ("Python", m.get("python")), ("pgpathbench", tool_text(m)),
-        ("load average at start", ", ".join(f"{x:.2f}" for x in load) if isinstance(load, list) else None)])
+        ("load average at start", ", ".join(f"{x:.2f}" for x in load) if isinstance(load, list) else None),
+        *([("your libpq and driver variables left out", ", ".join(m["environment_ignored"]) or "none")]
+          if "environment_ignored" in m else [])])
 
 
 def _servers_html(servers: dict) -> str:

@@ -70,6 +70,7 @@ def print_studies(studies, fmt: str, out: Console) -> None:
                         for m in s.metrics.values()},
             "primary_metric": s.primary_metric,
             "roles": {r.name: {"what": r.what, "user_server": r.needs is not None, "needs": list(r.needs or ()),
+                               "needs_when": {k: list(v) for k, v in r.needs_when.items()},
                                "why_not": r.why_not or None} for r in s.roles.values()},
         } for s in studies]))
         return
@@ -82,7 +83,7 @@ def print_studies(studies, fmt: str, out: Console) -> None:
                  for p in s.parameters.values()]
         rows += [[f"preset {p.name}", "", f"{p.repeat} rounds", p.help] for p in s.presets.values()]
         rows += [[f"role {r.name}", "--server" if r.needs is not None else "managed only", "managed",
-                  f"{r.what}; " + (f"a user server needs: {', '.join(r.needs)}" if r.needs is not None else r.why_not)]
+                  f"{r.what}; " + (f"a user server needs: {r.needs_text()}" if r.needs is not None else r.why_not)]
                  for r in s.roles.values()]
         rows += [[f"metric {m.name}" + (" (primary)" if m.name == s.primary_metric else ""), m.unit,
                   f"{m.better} is better" if m.better != "none" else "", m.meaning] for m in s.metrics.values()]

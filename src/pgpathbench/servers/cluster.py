@@ -1,8 +1,10 @@
 """A managed PostgreSQL cluster: init, configure, start, restart, stop, connect.
 
 Never as root: data, socket and log directories belong to an unprivileged user. The server
-listens on 127.0.0.1 only, on a free port found at start and kept by restart(); its unix socket
-sits in a private 0700 directory (trust there, since only its owner can reach it); TCP needs a
+listens on 127.0.0.1 only (and, in a network namespace, on its address there), on a free port found
+at start and kept by restart(), and admits our superuser only; each start reads that back from the
+server (_check_held). Its unix socket sits in a private 0700 directory (trust there, since only its
+owner can reach it); TCP needs a
 generated password kept 0600 beside the data, checked by scram-sha-256 (or md5, when a run asks:
 `tcp_auth`), and a 0600 password file in libpq's format beside it (`passfile`). No conninfo of
 ours holds the password: a client gets it from that file, named by PGPASSFILE in its environment
@@ -149,26 +151,40 @@ class Cluster:
         """Where TCP clients on the host reach the server: loopback, or its namespace's address."""
         return self.netns["ns_addr"] if self.netns else "127.0.0.1"
 
+    @property
+    def listen(self) -> str:
+        """Where the server listens: loopback, and its namespace's own address when it has one."""
+        return "127.0.0.1" + (f",{self.netns['ns_addr']}" if self.netns else "")
+
+    def _held(self) -> dict[str, str]:
+        """The settings that hold the server's isolation, as pg_settings shows them (--set may not vary them:
+        guc.HELD; _check_held reads them back after each start)."""
+        return {"listen_addresses": self.listen, "port": str(self.port), "unix_socket_directories": str(self.sockdir),
+                "unix_socket_permissions": "0700", "ssl": "off"}
+
     def _write_settings(self) -> None:
-        # Only loopback TCP (and the namespace's own address), only with a password; the socket
-        # directory is private.
-        hba = f"local all all trust\nhost all all 127.0.0.1/32 {self.tcp_auth}\n"
-        listen = "127.0.0.1"
+        # Only our superuser: over loopback TCP (and from the host's end of the namespace's veth) with a
+        # password, over the socket in its private directory by trust.
+        hba = f"local all {SUPERUSER} trust\nhost all {SUPERUSER} 127.0.0.1/32 {self.tcp_auth}\n"
         if self.netns:
-            hba += f"host all all {self.netns['host_addr']}/32 {self.tcp_auth}\n"
-            listen += f",{self.netns['ns_addr']}"
+            hba += f"host all {SUPERUSER} {self.netns['host_addr']}/32 {self.tcp_auth}\n"
         (self.data / "pg_hba.conf").write_text(hba)
-        conf = {
-            "listen_addresses": f"'{listen}'",
-            "port": str(self.port),
-            "unix_socket_directories": f"'{self.sockdir}'",
-            "unix_socket_permissions": "0700",
-            "logging_collector": "off",
-            **{k: _quote(v) for k, v in self.settings.items()},
-        }
+        conf = {**{k: f"'{v}'" for k, v in self._held().items()}, "logging_collector": "off",
+                **{k: _quote(v) for k, v in self.settings.items()}}
         path = self.data / "pgpathbench.conf"
         path.write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
         self.user.chown(path)
+
+    def _check_held(self) -> None:
+        """The server's own word that it listens where we chose and nowhere else (a postgresql.auto.conf
+        could override pgpathbench.conf): RuntimeError naming the setting if not."""
+        held = self._held()
+        with self.connect() as conn:
+            found = dict(conn.execute("SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (list(held),)))
+        wrong = [f"{k} is {found.get(k)!r}, not {v!r}" for k, v in held.items() if found.get(k) != v]
+        if wrong:
+            self.stop()
+            raise RuntimeError(f"server {self.name} does not run as configured: {'; '.join(wrong)}")
 
     def start(self) -> "Cluster":
         self.ensure_initialised()
@@ -207,7 +223,10 @@ class Cluster:
                                      netns=self.netns["netns"] if self.netns else None,
                                      stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        return self._wait_ready()
+        if not self._wait_ready():
+            return False
+        self._check_held()
+        return True
 
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -23,14 +23,16 @@ Applied per case, by context:
   the Setup facts. The rounds' shuffled order is kept (fewer restarts would cost honest
   interleaving). Kept connections are closed before a restart (StudyEnv.close_kept()).
 - backend contexts (fixed at connection start) and internal ones are refused, one line naming
-  the setting and its context.
+  the setting and its context; so is, by name and whatever the major, what holds a managed
+  server's isolation, layout and identity (HELD: where it listens, who it admits, its files, its
+  log, its libraries; TLS). A sighup or postmaster value is in force only when the server says so
+  after the reload or restart (_confirm: pg_file_settings), else the measurement fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import re
 import subprocess
 import tempfile
@@ -43,7 +45,8 @@ import psycopg
 from psycopg import sql
 
 from .. import scratch
-from ..errors import UserError
+from ..clientenv import child_env
+from ..errors import CaseError, UserError
 from ..procs import OsUser
 from ..matrix import NOT_APPLICABLE, Case, KnobFamily
 
@@ -62,6 +65,30 @@ HOW = {"user": f"per session: {_SESSIONS}",
        "sighup": "ALTER SYSTEM SET and pg_reload_conf() on every managed server, before each measurement",
        "postmaster": "ALTER SYSTEM SET and a restart of every managed server (same port) before each measurement "
                      "whose value differs: that measurement reads cold shared buffers"}
+# What holds a managed server's isolation, layout and identity (servers/cluster.py sets or relies on it):
+# never a knob, whatever the major. Left to --set on purpose: cluster_name and update_process_title
+# (process titles only: the tool finds its servers by their data directories), archive_* (the
+# user's own commands, as the servers' user), the settings of resources (shared_buffers, huge_pages...).
+_WHERE = "a managed server listens only where its run's topology chose: loopback, or its network namespace's address"
+_SOCKET = "a managed server's unix socket sits in its own private 0700 directory"
+_WHO = "a managed server admits only its run's own user, from its own addresses (its pg_hba.conf)"
+_FILES = "a managed server's files stay in its directory of the workspace"
+_ADVERTISED = "a managed server is never advertised on the network (Bonjour)"
+_LOG = "pgpathbench reads a managed server's log from its standard error, server.log beside its data"
+_LIBRARIES = ("a managed server loads its binaries' libraries and the studies' (pg_stat_statements for the "
+              "evidence), as the fingerprint records them")
+HELD = {"listen_addresses": _WHERE, "port": "each managed server gets a free port, found at its start",
+        "unix_socket_directories": _SOCKET, "unix_socket_group": _SOCKET, "unix_socket_permissions": _SOCKET,
+        "hba_file": _WHO, "ident_file": _WHO, "krb_server_keyfile": _WHO, "krb_caseins_users": _WHO,
+        "gss_accept_delegation": _WHO, "db_user_namespace": _WHO, "oauth_validator_libraries": _WHO,
+        "bonjour": _ADVERTISED, "bonjour_name": _ADVERTISED,
+        "data_directory": _FILES, "config_file": _FILES, "external_pid_file": _FILES,
+        "logging_collector": _LOG, "log_destination": _LOG, "log_directory": _LOG, "log_filename": _LOG,
+        "shared_preload_libraries": _LIBRARIES, "session_preload_libraries": _LIBRARIES,
+        "local_preload_libraries": _LIBRARIES, "dynamic_library_path": _LIBRARIES, "jit_provider": _LIBRARIES,
+        "allow_alter_system": "--set applies server settings by ALTER SYSTEM"}
+_TLS = ("pgpathbench has no TLS dimension yet, so connections to its managed servers are never encrypted (a "
+        "user server's TLS is its DSN's)")
 _NAME = re.compile(r"[a-z_][a-z0-9_.]*")
 _VALUE = re.compile(r"[A-Za-z0-9_.+:/-]+")
 _BOOL = {"on", "off", "true", "false", "yes", "no", "1", "0"}
@@ -97,8 +124,8 @@ class Guc:
 @functools.lru_cache(maxsize=8)
 def describe(postgres: str) -> dict[str, Guc]:
     """Every setting of these binaries (`postgres --describe-config`: name, context, group, type...)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    out = subprocess.run([postgres, "--describe-config"], capture_output=True, text=True, env=env, timeout=30)
+    out = subprocess.run([postgres, "--describe-config"], capture_output=True, text=True, env=child_env(),
+                         timeout=30)
     gucs = {}
     for line in out.stdout.splitlines():
         fields = line.split("\t")
@@ -112,10 +139,16 @@ def chosen(options) -> dict[str, tuple[str, ...]]:
     return {FAMILY.knob_name(d): v for d, v in options.dims.items() if FAMILY.owns(d)}
 
 
+def held(name: str) -> str | None:
+    """Why --set may not vary `name` (HELD, and TLS), whatever its context and major; None if it may."""
+    why = _TLS if name == "ssl" or name.startswith("ssl_") else HELD.get(name)
+    return None if why is None else f"--set {name}: not a knob: {why}; leave it out"
+
+
 def refusal(name: str, context: str) -> str | None:
     why = REFUSED.get(context)
     if why is None:
-        return None
+        return held(name)
     return (f"--set {name}: a {context} setting ({why}); leave it out: --set varies settings of contexts "
             "user, superuser, sighup and postmaster only")
 
@@ -131,6 +164,8 @@ def check(options, bins) -> None:
     gucs = describe(str(bins.path("postgres")))
     for name, values in settings.items():
         guc = gucs.get(name)
+        if held(name):
+            raise UserError(held(name))
         if guc is None:
             if "." not in name and major in options.dims.get("pg", (major,)):
                 # --describe-config leaves out internal settings and those of connection start-up.
@@ -265,7 +300,23 @@ def _apply(env, settings: Mapping[str, str]) -> None:
             _wait_reloaded(cluster, since)
     if restart:
         _restart(env, clusters, changed)
+    for cluster in clusters:
+        _confirm(cluster, changed)
     in_force.update(changed)
+
+
+def _confirm(cluster, changed: Mapping[str, str]) -> None:
+    """The server's word that each changed setting is in force: its line of postgresql.auto.conf applied,
+    without error (pg_file_settings); CaseError with the server's reason if not (the case is not labelled
+    with a value its server does not run with)."""
+    with cluster.connect() as conn:
+        rows = conn.execute("SELECT name, applied, error FROM pg_file_settings WHERE name = ANY(%s) "
+                            "AND sourcefile LIKE '%%postgresql.auto.conf' ORDER BY seqno", (list(changed),)).fetchall()
+    last = {name: (applied, error) for name, applied, error in rows}
+    wrong = [f"{n}={v} ({last[n][1] or 'not applied'})" if n in last else f"{n}={v} (not in postgresql.auto.conf)"
+             for n, v in changed.items() if last.get(n, (False, None)) != (True, None)]
+    if wrong:
+        raise CaseError(f"--set: not in force on server {cluster.name}, as it says: {', '.join(wrong)}")
 
 
 def _restart(env, clusters, changed: Mapping[str, str]) -> None:

@@ -8,10 +8,13 @@ no ALTER DATABASE or ROLE on anything not ours, no VACUUM, TRUNCATE, DROP or ANA
 databases. Connections to the DSN's own database (to read catalogs and create ours) are
 read-only by default_transaction_read_only, so that a slip would fail rather than write.
 
-The password (the DSN's, PGPASSWORD's, or the one libpq read from ~/.pgpass) is held in memory,
-given to in-process connections as a keyword, to child programs by a 0600 password file
-(PGPASSFILE) and to postgres_fdw by the user mapping it needs; never in a conninfo we show, store
-or put on a command line.
+The DSN is completed from the user's libpq environment once, when it is parsed (clientenv.py:
+where the server is, who logs in and how; the DSN's own parameters win), and used as it then is:
+every connection to it, ours and our programs', gets explicit parameters in an environment
+without the user's libpq variables. The password (the DSN's, PGPASSWORD's, or the one libpq read
+from PGPASSFILE's file or ~/.pgpass) is held in memory, given to in-process connections as a
+keyword, to child programs by a 0600 password file (PGPASSFILE) and to postgres_fdw by the user
+mapping it needs; never in a conninfo we show, store or put on a command line.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .. import validate
+from .. import clientenv, validate
 from ..errors import UserError
 from ..procs import password_env
 from ..evidence import Watched
@@ -46,6 +49,8 @@ class UserDsn:
     params: Mapping[str, str]
     password: str | None = field(default=None, repr=False)
     fdw_address: tuple[str, int] | None = None    # --fdw-host: where postgres_fdw reaches it instead
+    passfile: str | None = None                   # the user's password file (the DSN's or PGPASSFILE)
+    from_env: tuple[str, ...] = ()                # the user's libpq variables that completed the DSN
 
     @property
     def shown(self) -> str:
@@ -54,11 +59,11 @@ class UserDsn:
 
     @property
     def host(self) -> str:
-        return self.params.get("host") or self.params.get("hostaddr") or os.environ.get("PGHOST", "localhost")
+        return self.params.get("host") or self.params.get("hostaddr") or "localhost"
 
     @property
     def port(self) -> int:
-        return int(self.params.get("port") or os.environ.get("PGPORT", "5432"))
+        return int(self.params.get("port") or "5432")
 
     @property
     def dbname(self) -> str | None:
@@ -70,7 +75,7 @@ class UserDsn:
         neither host nor hostaddr (libpq's default socket); hostaddr always means TCP."""
         if self.params.get("hostaddr"):
             return False
-        host = (self.params.get("host") or os.environ.get("PGHOST", "")).split(",")[0]
+        host = self.params.get("host", "").split(",")[0]
         return not host or host.startswith(("/", "@"))
 
     def conninfo(self, dbname: str | None = None, **extra: str) -> str:
@@ -83,13 +88,17 @@ class UserDsn:
         extra = {"options": "-c default_transaction_read_only=on"} if read_only else {}
         if self.password is not None:
             kw["password"] = self.password
+        elif self.passfile is not None:
+            kw["passfile"] = self.passfile
         return psycopg.connect(self.conninfo(dbname, **extra), autocommit=True,
                                connect_timeout=CONNECT_TIMEOUT_S, **kw)
 
 
 def parse_server(text: str, roles: Mapping[str, object] | None = None, of: str = "this study") -> UserDsn:
-    """`ROLE=DSN` of --server (a libpq conninfo or URI). The DSN's password is taken out of it, else
-    PGPASSWORD's; libpq reads ~/.pgpass itself. Error messages never repeat the DSN's text."""
+    """`ROLE=DSN` of --server (a libpq conninfo or URI), completed from the user's libpq environment
+    (clientenv.complete). The password is taken out of it (the DSN's, else PGPASSWORD's), and the
+    password file (the DSN's passfile, else PGPASSFILE's): libpq reads it, or ~/.pgpass, itself.
+    Error messages never repeat the DSN's text."""
     role, sep, dsn = text.partition("=")
     role = role.strip()
     if not sep or not role or not dsn.strip():
@@ -102,10 +111,11 @@ def parse_server(text: str, roles: Mapping[str, object] | None = None, of: str =
     except psycopg.ProgrammingError:
         raise UserError(f"--server {role}: not a libpq connection string (key=value ...) or URI "
                         "(postgresql://user@host:port/dbname); check its quoting") from None
-    password = params.pop("password", None) or os.environ.get("PGPASSWORD") or None
+    params, from_env = clientenv.complete({k: str(v) for k, v in params.items()})
+    password, passfile = params.pop("password", None) or None, params.pop("passfile", None) or None
     for key in SECRET_KEYS[1:]:
         params.pop(key, None)
-    return UserDsn(role, {k: str(v) for k, v in params.items()}, password)
+    return UserDsn(role, params, password, passfile=passfile, from_env=from_env)
 
 
 def passwords_given(given: list[str] | None) -> list[str]:
@@ -268,10 +278,24 @@ class UserServer:
                 "ORDER BY name").fetchall())
             extensions = dict(conn.execute("SELECT name, default_version FROM pg_available_extensions "
                                            "ORDER BY name").fetchall())
+            auth = self._auth(conn)
         return {"version": version, "major": num // 10000, "settings": settings, "user_server": True,
                 "dsn": self.dsn.shown, "address": f"{addr}:{port}" if addr else "unix socket",
-                "superuser": superuser == "on", "available_extensions": extensions,
+                "superuser": superuser == "on", "available_extensions": extensions, "auth": auth,
                 "host": "unknown (a user server: its machine is not visible from here)"}
+
+    def _auth(self, conn: psycopg.Connection) -> dict[str, str]:
+        """Which of the user's sources gave the password and the TLS settings (names, never a secret)."""
+        dsn = self.dsn
+        if dsn.password is not None:
+            password = "PGPASSWORD" if "PGPASSWORD" in dsn.from_env else "the DSN"
+        elif not conn.pgconn.used_password:
+            password = "none asked"
+        else:
+            password = ("PGPASSFILE's file" if "PGPASSFILE" in dsn.from_env else
+                        "the DSN's passfile" if dsn.passfile else "~/.pgpass")
+        tls = f"{'on' if conn.pgconn.ssl_in_use else 'off'} (sslmode {dsn.params.get('sslmode', 'prefer')})"
+        return {"password": password, "tls": tls, "from the environment": ", ".join(dsn.from_env) or "nothing"}
 
 
 def parse_fdw_hosts(given: list[str] | None, dsns: Mapping[str, UserDsn]) -> dict[str, UserDsn]:

@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 
 import psycopg
 
+from .. import clientenv
 from ..errors import UserError
 from . import guc
 from .network import measure_rtt
@@ -104,14 +105,19 @@ def preflight(study, options, dsns: Mapping[str, UserDsn], bins) -> dict[str, Fa
         raise UserError("--pg: one major with --server (a user's server has its own version; --pg is the managed "
                         "servers'); give one --pg value")
     _session_settings_only(options, bins, dsns)
+    if dsns:
+        clientenv.refuse_for_user_servers(f"--server {next(iter(dsns))}")
     found = {}
     for role, dsn in dsns.items():
         spec = study.roles[role]
         if spec.needs is None:
             raise UserError(f"--server {role}: the {role} role of {study.name} cannot be a user server: {spec.why_not}")
         found[role] = facts = inspect(dsn)
-        for need in spec.needs:
+        for need, when in spec.needs_for(options.dims):
             problem = REQUIREMENTS[need](facts)
+            if problem and when:
+                dim, _, value = when.partition("=")
+                raise UserError(f"--server {role}: for --{dim} {value}, {problem}; or leave {value} out of --{dim}")
             if problem:
                 raise UserError(f"--server {role}: {problem}")
     _reachable(study, options, dsns)
@@ -148,6 +154,8 @@ def doctor_rows(dsns: Mapping[str, UserDsn]) -> list[tuple[str, bool, str, bool]
     for role, dsn in dsns.items():
         name = f"server {role}"
         try:
+            clientenv.refuse_for_user_servers(f"--server {role}")
+            rows.append((f"{name}: environment", True, f"from it: {', '.join(dsn.from_env) or 'nothing'}", False))
             f = inspect(dsn)
         except UserError as e:
             rows.append((name, False, str(e), True))
@@ -159,7 +167,7 @@ def doctor_rows(dsns: Mapping[str, UserDsn]) -> list[tuple[str, bool, str, bool]
             rows.append((f"server {role}: {need}", problem is None, problem or "ok", True))
         rows.append((f"server {role}: pg_stat_statements", "pg_stat_statements" in f.template1_extensions,
                      evidence_note(f), False))
-        rtt = measure_rtt(dsn.conninfo(), 50, password=dsn.password)
+        rtt = measure_rtt(dsn.conninfo(), 50, dsn.passfile, dsn.password)
         rows.append((f"server {role}: round trip", True, f"median {rtt['median_ms']:.3f} ms, p95 "
                                                          f"{rtt['p95_ms']:.3f} ms (50 SELECT 1 from here)", False))
     return rows

@@ -26,6 +26,7 @@ from psycopg.sql import Identifier
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from ..clientenv import child_env, user_conninfo
 from ..errors import RunFailed, UserError
 from ..matrix import Case
 from ..procs import cmdline, end_process, pid_alive
@@ -74,7 +75,7 @@ class ResultsStore:
         process that is `doing` something (Workspace.enter: `clean --all` names it)."""
         if dsn:
             try:
-                conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+                conn = psycopg.connect(user_conninfo(dsn), autocommit=True, connect_timeout=10)
             except psycopg.Error as e:   # the whole reason, on one line (libpq never repeats a password)
                 reason = " ".join(str(e).split()).removeprefix("connection failed: ") or type(e).__name__
                 raise UserError(f"--results-dsn: cannot connect ({reason}); check host, port, user and password") from None
@@ -333,7 +334,7 @@ def _start_keeper(workspace: Workspace, cluster: Cluster) -> int:
     with open(workspace.root / "results.keeper.log", "ab") as log:
         proc = subprocess.Popen([sys.executable, "-c", KEEPER_MAIN, json.dumps(spec)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                                start_new_session=True, cwd="/")
+                                start_new_session=True, cwd="/", env=child_env())
     (workspace.root / keeper.KEEPER_PID).write_text(f"{proc.pid}\n")
     ready, _, _ = select.select([proc.stdout], [], [], KEEPER_START_S)
     line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""

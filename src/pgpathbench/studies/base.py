@@ -170,6 +170,21 @@ class Role:
     needs: tuple[str, ...] | None = None      # a user server's requirements (servers/user_checks.py); None: it cannot
     why_not: str = ""                         # when it cannot: why, and what would make it possible
     reaches: tuple[str, ...] = ()             # roles whose server this one connects to (postgres_fdw)
+    # More requirements when a dimension takes a value ("target=fdw_local": postgres_fdw runs there then).
+    needs_when: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def needs_for(self, dims: Mapping[str, tuple[str, ...]]) -> list[tuple[str, str | None]]:
+        """(requirement, the DIM=VALUE that asks for it, or None) for a run of these dimensions."""
+        found = [(need, None) for need in self.needs or ()]
+        for when, needs in self.needs_when.items():
+            dim, _, value = when.partition("=")
+            found += [(need, when) for need in needs if value in dims.get(dim, ())]
+        return found
+
+    def needs_text(self) -> str:
+        """Its requirements in words, for `pgpathbench studies`."""
+        return ", ".join([*(self.needs or ()), *(f"{need} with --{when.replace('=', ' ')}"
+                                                 for when, needs in self.needs_when.items() for need in needs)])
 
 
 def user_roles(options: StudyOptions) -> frozenset[str]:

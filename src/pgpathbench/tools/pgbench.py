@@ -14,7 +14,6 @@ what -n skips (vacuum, truncate) does it on the tables themselves.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -144,7 +143,7 @@ def run(pgbench: Path | str, spec: TimedRun, log: bool = True) -> dict:
 def _spawn(pgbench: Path | str, spec: TimedRun, log_prefix: Path | None):
     """pgbench run to its end through the measured spawn; CaseError if it failed or hung."""
     env = {**password_env(spec.passfile), "PGAPPNAME": APPLICATION_NAME,
-           **({"PGOPTIONS": f"{os.environ.get('PGOPTIONS', '')} {spec.pgoptions}".strip()} if spec.pgoptions else {})}
+           **({"PGOPTIONS": spec.pgoptions} if spec.pgoptions else {})}
     m = spawn_measured(spec.command(pgbench, log_prefix), timeout=spec.timeout_s, env=env)
     if m.timed_out:
         raise CaseError(f"pgbench did not finish within {spec.timeout_s} s")

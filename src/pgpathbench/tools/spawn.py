@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..clientenv import child_env
 from ..errors import UserError
 from ..metrics import Metric
 from ..procs import die_with_parent
@@ -48,14 +49,15 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
     wait4 in pgpb_measure (clients/measure/pgpb_measure.c), which forks the program from a small
     process so that its peak RSS is its own, not the pages of this Python process it would share
     between fork and exec. Killed with its session if we die, time out or are interrupted.
-    stdout=subprocess.DEVNULL sends its output to /dev/null directly (e.g. psql's COPY text)."""
+    stdout=subprocess.DEVNULL sends its output to /dev/null directly (e.g. psql's COPY text); env: child_env()."""
     if not MEASURE.is_file():
         raise UserError(f"{MEASURE} is missing; run scripts/build-clients (make bootstrap does)")
     report_r, report_w = os.pipe()
     t0 = time.perf_counter()
     try:
         proc = subprocess.Popen([str(MEASURE), str(report_w), *args], stdin=subprocess.DEVNULL, stdout=stdout,
-                                stderr=subprocess.PIPE, env=env, pass_fds=(report_w,),
+                                stderr=subprocess.PIPE, env=child_env() if env is None else env,
+                                pass_fds=(report_w,),
                                 preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True)
     except BaseException:
         os.close(report_r)

@@ -174,7 +174,7 @@ VOCABULARY = Vocabulary(
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
     knob_families=knob_families(fdw.FAMILY), baseline=BASELINE,
     roles={"source": Role("source", "holds the pgbench tables (a database of ours); local and fdw_local run "
-                          "there", ("createdb",)),
+                          "there", ("createdb",), needs_when={"target=fdw_local": ("postgres_fdw",)}),
            "external": Role("external", "holds the foreign tables of the source (databases of ours) that "
                             "fdw_external and fdw_external_ro read", ("createdb", "postgres_fdw"),
                             reaches=("source",))})
