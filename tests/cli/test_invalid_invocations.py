@@ -207,6 +207,8 @@ READ_CASES = [
     (["compare", "a", "b", "--html", "/proc/x.html"], "--html"),
     (["compare", "a", "b", "--force=yes"], "--force"),
     (["compare", "a", "b", "c"], "c"),
+    (["compare", "a", "b", "--allow-unpaired"], "--allow-unpaired"),      # relaxes a gate not asked for
+    (["compare", "a", "b", "--fail-if-slower", "5", "--allow-unpaired=yes"], "--allow-unpaired"),
     *_common(["compare", "a", "b"]),
 ]
 
