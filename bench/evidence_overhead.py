@@ -16,7 +16,7 @@ mode's untimed statement passes, after its timed run (studies/fdw_overhead/state
                                                 [--without sampler,log,passes] [--log-lines N]
 
 --without leaves parts out of the "on" mode, to find what costs: the wait-event sampler, pgbench's
-log (and -P 1), the statement passes after an FDW measurement. "on" is then no longer what a run
+log, the statement passes after an FDW measurement. "on" is then no longer what a run
 collects: an investigation, not the benchmark's verdict. --log-lines sets how many transactions a
 second pgbench's log samples per thread (pgbench_log.LOG_LINES_PER_THREAD_S), to weigh that cost.
 """

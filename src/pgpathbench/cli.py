@@ -3,8 +3,9 @@
 No business logic here (the grammar and its checks are in cli_parser.py). Exit codes: 0 all
 measured; 1 a run ended with failed measurements or stopped because a server died (one line), or
 compare --fail-if-slower found a case slower beyond its bound (one line per case);
-2 a user mistake (one line on stderr, nothing written); 130 (SIGINT) or 143 (SIGTERM) after
-cleaning up. Anything else is a bug with a traceback.
+2 a user mistake (one line on stderr, nothing written); 3 compare --fail-if-slower found none
+slower but left a case of A without a partner in B (one line per case; --allow-unpaired: 0);
+130 (SIGINT) or 143 (SIGTERM) after cleaning up. Anything else is a bug with a traceback.
 """
 
 from __future__ import annotations
@@ -172,14 +173,17 @@ def _named_result(store, ref: str, name: str):
 
 
 def cmd_compare(args, out: Console, err: Console) -> int:
-    from .compare import environment_differences, pair_cases, slower
+    from .compare import environment_differences, pair_cases
+    if args.allow_unpaired and args.fail_if_slower is None:
+        raise UserError("--allow-unpaired: relaxes the gate of --fail-if-slower PCT; give both, or neither")
     target = _html_target(args, ("--format", args.format))
     run_a, run_b = _results(args, [(args.run_a, "RUN_A"), (args.run_b, "RUN_B")])
     differences = environment_differences(run_a, run_b, STUDIES)
     if differences and not args.force:
         raise UserError(f"compare: the runs' environments differ: {'; '.join(differences)}; "
                         "compare runs made alike, or pass --force to compare anyway")
-    if not pair_cases(run_a, run_b, STUDIES).pairs:
+    pairing = pair_cases(run_a, run_b, STUDIES)
+    if not pairing.pairs:
         raise UserError(f"compare: {run_a.run_id} and {run_b.run_id} share no case (same study and case id, or "
                         "cases differing only in knob dimensions); compare runs of the same study and dimensions")
     if differences:
@@ -187,10 +191,22 @@ def cmd_compare(args, out: Console, err: Console) -> int:
     _print_comparison(run_a, run_b, differences, args.format or "table", target, out)
     if args.fail_if_slower is None:
         return 0
-    failing = slower(run_a, run_b, STUDIES, args.fail_if_slower)
-    for line in failing:
-        print(f"pgpathbench: slower: {validate.printable(line)}", file=sys.stderr)
-    return 1 if failing else 0
+    return _gate(run_a, run_b, pairing.only_a, args.fail_if_slower, args.allow_unpaired)
+
+
+def _gate(run_a, run_b, only_a: Sequence[str], pct: float, allow_unpaired: bool) -> int:
+    """compare --fail-if-slower: 1 when a case got slower beyond PCT; else 3 when a case of A has no
+    partner in B (unless allowed); else 0. Every case it did not judge is named on stderr."""
+    from .compare import not_judged, slower
+    failing = slower(run_a, run_b, STUDIES, pct)
+    lines = [f"slower: {line}" for line in failing]
+    lines += [f"not judged: {line}" for line in not_judged(run_a, run_b, STUDIES)]
+    unpaired = [] if allow_unpaired else [
+        f"unpaired: {case} of A has no partner in B (same id, or differing only in knobs); "
+        "--allow-unpaired if that is expected" for case in only_a]
+    for line in lines + unpaired:
+        print(f"pgpathbench: {validate.printable(line)}", file=sys.stderr)
+    return 1 if failing else 3 if unpaired else 0
 
 
 def _print_comparison(run_a, run_b, differences, fmt: str, target: _Html | None, out: Console) -> None:

@@ -186,10 +186,13 @@ def build_parser() -> Parser:
 
     cmp = sub.add_parser("compare", help="compare two stored runs case by case (ratio B/A with 95%% CI)",
                          description="Compare two runs of a study case by case: the primary metric's ratio B/A "
-                                     "with its 95% CI. Cases pair by id; runs that share no id pair each case "
-                                     "with the one case differing from it in knob dimensions only. Exit 0; 1 "
-                                     "with --fail-if-slower when a case got slower beyond PCT (a CI gate); 2 "
-                                     "on a mistake, or when the runs' environments differ (unless --force).")
+                                     "with its 95% CI. Cases pair by id; a case with no partner by id pairs "
+                                     "with the one such case of the other run differing from it in knob "
+                                     "dimensions only; cases "
+                                     "left without a partner are named. Exit 0; 1 with --fail-if-slower when "
+                                     "a case got slower beyond PCT (a CI gate); 2 on a mistake, or when the "
+                                     "runs' environments differ (unless --force); 3 with --fail-if-slower when "
+                                     "none got slower but a case of A has no partner in B.")
     _common(cmp)
     cmp.add_argument("run_a", metavar="RUN_A", type=run_ref, help="the baseline run (id, latest, or an exported FILE.json)")
     cmp.add_argument("run_b", metavar="RUN_B", type=run_ref, help="the run compared with it (id, latest, or an exported FILE.json)")
@@ -203,7 +206,11 @@ def build_parser() -> Parser:
                      help="a CI gate: exit 1 when in any compared case the primary metric got worse from A to B "
                           "by more than PCT percent (more than 0, at most 1000) at 95% confidence, i.e. the "
                           "95% CI of B/A lies wholly below 1 - PCT/100 (higher is better) or above 1 + PCT/100 "
-                          "(lower is better); one line per such case on stderr, the report as usual on stdout")
+                          "(lower is better); one line per such case on stderr, the report as usual on stdout. "
+                          "Exit 3 instead of 0 when a case of A has no partner in B (one line each)")
+    cmp.add_argument("--allow-unpaired", action="store_true",
+                     help="with --fail-if-slower: cases of A without a partner in B are expected (a case "
+                          "removed on purpose): named in the report, not a reason for exit 3")
 
     d = sub.add_parser("doctor", help="say what is installed and what is missing")
     _common(d)

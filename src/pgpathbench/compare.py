@@ -8,11 +8,12 @@ environments compares the environments, so compare refuses unless told (--force)
 versions (major.minor) and non-default settings, the client's version, study parameters,
 link definitions, and the machine (CPU model, cores, memory). Knobs (dimensions or parameters
 a study declares `knob=True`: a setting deciding a path's cost) are no environment: runs that
-differ only in knobs are compared, the knob named in a note; when no case id is shared, each
-case of A is paired with the one case of B that differs from it in knob dimensions only.
+differ only in knobs are compared, the knob named in a note. Cases pair by id; each case left
+without one is paired with the one case of the other run left without one that differs from it
+in knob dimensions only; cases still alone are named (Pairing.only_a, .only_b).
 
 `slower` is the CI gate of `compare --fail-if-slower PCT`: the cases whose primary metric got
-worse by more than PCT percent at 95% confidence.
+worse by more than PCT percent at 95% confidence; `not_judged` the paired cases it cannot judge.
 """
 
 from __future__ import annotations
@@ -138,11 +139,11 @@ def knob_differences(run_a: RunResult | Mapping, run_b: RunResult | Mapping,
 
 @dataclass(frozen=True)
 class Pairing:
-    """The cases compared: pairs (case of A, case of B), how many measured cases each run has
-    unpaired, and per knob dimension the values paired cases differ in (A's, B's)."""
+    """The cases compared: pairs (case of A, case of B), the ids of each run's measured cases left
+    without a partner, and per knob dimension the values paired cases differ in (A's, B's)."""
     pairs: tuple[tuple[CaseResult, CaseResult], ...] = ()
-    only_a: int = 0
-    only_b: int = 0
+    only_a: tuple[str, ...] = ()
+    only_b: tuple[str, ...] = ()
     knobs: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
 
 
@@ -152,26 +153,33 @@ def pair_label(case_a: CaseResult, case_b: CaseResult) -> str:
 
 
 def pair_cases(run_a: RunResult, run_b: RunResult, studies: Mapping[str, object]) -> Pairing:
-    """The measured cases of the same study with the same id; when no id is shared, each case of A
-    with the one case of B equal to it on every dimension but the study's knob dimensions.
-    UserError when a case has two or more such partners (the pairing is ambiguous)."""
+    """The measured cases of the same study with the same id; then each case of A without one with
+    the one case of B without one equal to it on every dimension but the study's knob dimensions.
+    UserError when such a case has two or more such partners (the pairing is ambiguous)."""
     if run_a.study_name != run_b.study_name:
         return Pairing()
     cases_a, cases_b = run_a.study.measured(), run_b.study.measured()
     by_id = {c.case_id: c for c in cases_b}
-    pairs = tuple((a, by_id[a.case_id]) for a in cases_a if a.case_id in by_id)
+    pairs = [(a, by_id[a.case_id]) for a in cases_a if a.case_id in by_id]
+    ids_a = {c.case_id for c in cases_a}
+    rest_a = [c for c in cases_a if c.case_id not in by_id]
+    rest_b = [c for c in cases_b if c.case_id not in ids_a]
     study = studies.get(run_a.study_name)
     knobs = knob_dimensions(study.dimensions, (n for c in cases_a + cases_b for n in c.dims)) if study else []
-    if not pairs and knobs:
-        pairs = _pair_by_knobs(run_a, run_b, cases_a, cases_b, knobs)
+    if rest_a and rest_b and knobs:
+        pairs += _pair_by_knobs(run_a, run_b, rest_a, rest_b, knobs)
+    order = {id(c): i for i, c in enumerate(cases_a)}
+    pairs.sort(key=lambda p: order[id(p[0])])
+    paired = {id(c) for pair in pairs for c in pair}
     differ = {k: (tuple(dict.fromkeys(a.get(k, "?") for a, b in pairs if a.get(k) != b.get(k))),
                   tuple(dict.fromkeys(b.get(k, "?") for a, b in pairs if a.get(k) != b.get(k))))
               for k in knobs if any(a.get(k) != b.get(k) for a, b in pairs)}
-    return Pairing(pairs, len(cases_a) - len(pairs), len(cases_b) - len(pairs), differ)
+    return Pairing(tuple(pairs), tuple(c.case_id for c in cases_a if id(c) not in paired),
+                   tuple(c.case_id for c in cases_b if id(c) not in paired), differ)
 
 
 def _pair_by_knobs(run_a: RunResult, run_b: RunResult, cases_a: list[CaseResult], cases_b: list[CaseResult],
-                   knobs: Sequence[str]) -> tuple[tuple[CaseResult, CaseResult], ...]:
+                   knobs: Sequence[str]) -> list[tuple[CaseResult, CaseResult]]:
     def rest(case: CaseResult) -> tuple:
         return tuple(sorted((k, v) for k, v in case.dims.items() if k not in knobs))
     groups_a: dict[tuple, list[CaseResult]] = defaultdict(list)
@@ -193,8 +201,7 @@ def _pair_by_knobs(run_a: RunResult, run_b: RunResult, cases_a: list[CaseResult]
                 f"({', '.join(c.case_id for c in many)}) differing only in knob(s) {', '.join(knobs)}; "
                 "compare runs with one value of each knob that differs, or with the same case ids")
         pairs.append((group_a[0], group_b[0]))
-    order = {id(c): i for i, c in enumerate(cases_a)}
-    return tuple(sorted(pairs, key=lambda p: order[id(p[0])]))
+    return pairs
 
 
 def _primary(studies: Mapping[str, object], name: str) -> Metric | None:
@@ -274,20 +281,39 @@ def worse_beyond(r: Shift, metric: Metric, pct: float) -> bool:
     return False
 
 
+def _judged(run_a: RunResult, run_b: RunResult, studies: Mapping[str, object]):
+    """(metric, label, ratio or why there is none) per paired case; nothing without a primary metric."""
+    metric = _primary(studies, run_a.study_name)
+    if metric is not None:
+        for case_a, case_b in pair_cases(run_a, run_b, studies).pairs:
+            yield metric, pair_label(case_a, case_b), _ratio(case_a, case_b, metric)
+
+
 def slower(run_a: RunResult, run_b: RunResult, studies: Mapping[str, object], pct: float) -> list[str]:
     """compare --fail-if-slower PCT: one line per paired case whose primary metric got worse from
     A to B by more than pct percent at 95% confidence ('CASE: tps B/A 0.41 [0.38, 0.45], worse
     than -10% at 95%'); none for cases without values."""
-    metric = _primary(studies, run_a.study_name)
-    if metric is None:
-        return []
-    sign = "-" if metric.higher_is_better else "+"
     lines = []
-    for case_a, case_b in pair_cases(run_a, run_b, studies).pairs:
-        r = _ratio(case_a, case_b, metric)
+    for metric, label, r in _judged(run_a, run_b, studies):
         if not isinstance(r, str) and worse_beyond(r, metric, pct):
-            lines.append(f"{pair_label(case_a, case_b)}: {metric.name} B/A {r.estimate:.3g} "
-                         f"[{r.ci_low:.3g}, {r.ci_high:.3g}], worse than {sign}{pct:g}% at 95%")
+            sign = "-" if metric.higher_is_better else "+"
+            lines.append(f"{label}: {metric.name} B/A {r.estimate:.3g} [{r.ci_low:.3g}, {r.ci_high:.3g}], "
+                         f"worse than {sign}{pct:g}% at 95%")
+    return lines
+
+
+def not_judged(run_a: RunResult, run_b: RunResult, studies: Mapping[str, object]) -> list[str]:
+    """The paired cases the gate cannot judge, one line each with the reason ('CASE: no values',
+    'CASE: 2 + 2 rounds give a 67% interval, too few for 95% (4 + 4 give 97%)'): they never fail it."""
+    lines = []
+    for metric, label, r in _judged(run_a, run_b, studies):
+        if isinstance(r, str):
+            lines.append(f"{label}: {r}")
+        elif r.coverage < CONFIDENCE:
+            lines.append(f"{label}: {r.m} + {r.n} rounds give a {r.coverage:.0%} interval, too few for 95% "
+                         "(4 + 4 give 97%)")
+        elif metric.better == "none":
+            lines.append(f"{label}: {metric.name} has no better direction")
     return lines
 
 
@@ -305,8 +331,10 @@ def _notes(run_a: RunResult, run_b: RunResult, metric: Metric, pairing: Pairing,
             f"{k} {', '.join(va)} (A) vs {', '.join(vb)} (B)" for k, (va, vb) in pairing.knobs.items()))
     if knobs:
         notes.append("Knobs differ (compared: a knob is no environment difference): " + "; ".join(knobs))
-    if pairing.only_a or pairing.only_b:
-        notes.append(f"Not compared: {pairing.only_a} case(s) only in A, {pairing.only_b} only in B.")
+    for run, only in (("A", pairing.only_a), ("B", pairing.only_b)):
+        if only:
+            notes.append(f"Not compared, only in {run} ({len(only)}: no case of the other run with the same id or "
+                         f"differing only in knobs): {', '.join(only)}.")
     if differences:
         notes.append("Environments differ (compared with --force): " + "; ".join(differences))
     return notes

@@ -238,6 +238,8 @@ READ_CASES = [
     (["compare", "a", "b", "--format", "markdown", "--html", "/tmp/pgpathbench-never.html"], "--format"),
     (["compare", "a", "b", "--overwrite"], "--overwrite"),
     (["compare", "a", "b", "c"], "c"),
+    (["compare", "a", "b", "--allow-unpaired"], "--allow-unpaired"),      # relaxes a gate not asked for
+    (["compare", "a", "b", "--fail-if-slower", "5", "--allow-unpaired=yes"], "--allow-unpaired"),
     *_common(["compare", "a", "b"]),
 ]
 

@@ -1,5 +1,6 @@
 """The evidence a run's measurements carry (issue 13), from a real fdw-overhead quick run: the
-latency distribution from pgbench's per-transaction log, the per-second series, the source's
+latency distribution from pgbench's per-transaction log, the per-second series (issue 42: figures
+that hold whatever the machine's load, so invariants only, no timing), the source's
 remote statements per transaction (checked against a count made here by hand, with pgbench and
 pg_stat_statements on servers of this test), CPU in cores and the servers' wait events.
 """
@@ -34,20 +35,35 @@ def run(workspace_root):
     return report_json(workspace_root)["measurements"]
 
 
-def test_percentiles_are_ordered_and_agree_with_the_average(run):
+def test_min_average_percentiles_and_max_are_ordered(run):
+    """Each figure is what its name says: a max over every transaction, never over a sample; the
+    percentiles over a stated number of them; a case's first run writes the aggregate log."""
     for m in run:
-        mt = m["metrics"]
-        p = [mt[f"latency_{q}_ms"] for q in ("p50", "p90", "p95", "p99", "max")]
-        assert p == sorted(p) and p[0] > 0, (m["case_id"], p)
-        # the average of the same transactions lies below their maximum, and a median is not far from it
-        assert mt["latency_ms"] <= mt["latency_max_ms"] and mt["latency_p50_ms"] / 3 <= mt["latency_ms"], m["case_id"]
+        mt, case = m["metrics"], m["case_id"]
+        if "latency_max_ms" in mt:      # every transaction logged: exact, with pgbench's own average
+            assert 0 < mt["latency_min_ms"] <= mt["latency_ms"] <= mt["latency_max_ms"], (case, mt)
+            assert mt["latency_log_rate"] == 1 and mt["latency_sample_n"] == mt["transactions"], (case, mt)
+        if "latency_p50_ms" in mt:
+            p = [mt[f"latency_p{q}_ms"] for q in (50, 90, 95, 99)] + [mt.get("latency_max_ms", float("inf"))]
+            assert p == sorted(p) and p[0] > 0 and mt.get("latency_min_ms", 0) <= p[0], (case, p)
+            assert 0 < mt["latency_sample_n"] <= mt["transactions"] and 0 < mt["latency_log_rate"] <= 1, (case, mt)
+        else:
+            assert "latency_max_ms" not in mt and "latency_log_rate" not in mt and m["series"], (case, mt)
+    for case in {m["case_id"] for m in run}:
+        rounds = sorted((m for m in run if m["case_id"] == case), key=lambda m: m["round"])
+        assert "latency_p50_ms" not in rounds[0]["metrics"], case          # pace unknown: the aggregate log
+        assert any("latency_p50_ms" in m["metrics"] for m in rounds), case   # ... then a distribution
 
 
-def test_series_sum_to_the_transactions(run):
+def test_series_sum_exactly_to_the_transactions(run):
     for m in run:
         series, transactions = m["series"], m["metrics"]["transactions"]
-        assert [pt["t"] for pt in series] == list(range(len(series))) and len(series) in (1, 2)
-        assert sum(pt["tps"] for pt in series) == pytest.approx(transactions, rel=0.01), m["case_id"]
+        if not series:                  # a sample logged: no series
+            assert m["metrics"]["latency_log_rate"] < 1, m["case_id"]
+            continue
+        assert [pt["t"] for pt in series] == list(range(len(series))) and len(series) in (1, 2), m["case_id"]
+        assert sum(pt["tps"] for pt in series) == transactions, m["case_id"]
+        assert all(isinstance(pt["tps"], int) for pt in series)
 
 
 def test_cpu_in_cores_and_wait_shares(run):

@@ -80,21 +80,30 @@ def _runs(ws) -> list[str]:
     return [r["run_id"] for r in json.loads(pgpathbench("runs", "--format", "json", workspace=ws).stdout)]
 
 
-def test_compare_fails_if_a_run_made_slower_on_purpose(workspace_root, tmp_path):
-    """The CI gate on real runs: the same cases through postgres_fdw at fetch_size 10000 (A) and 1
-    (B, every row its own round trip: about 50x slower here), paired across the knob; and a run
-    compared with itself passes."""
-    script = tmp_path / "accounts.sql"
+def test_the_gate_pairs_across_the_knob_when_runs_share_other_cases(workspace_root, tmp_path):
+    """Issue 42: two runs of local and fdw_external reading 2000 rows a transaction, at fetch_size 100
+    (A) and 10 (B: ten times the round trips). The local case pairs by id, the fdw_external ones
+    across the knob; the gate fails on B's slowdown (exit 1), and a run compared with itself passes."""
+    script = tmp_path / "read2000.sql"
     script.write_text(READ_ACCOUNTS)
-    for fetch in ("10000", "1"):
+    for fetch in ("100", "10"):
         res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--repeat", str(ROUNDS), "--target",
-                          "fdw_external", "--fdw-option", f"fetch_size={fetch}", "--script", str(script),
-                          workspace=workspace_root)
+                          "local,fdw_external", "--fdw-option", f"fetch_size={fetch}", "--script", str(script),
+                          "--evidence", "off", workspace=workspace_root)
         assert res.returncode == 0, res.stderr[-3000:]
     a, b = _runs(workspace_root)[-2:]
-    slower = pgpathbench("compare", a, b, "--fail-if-slower", "10", workspace=workspace_root)
-    assert slower.returncode == 1, (slower.stdout[-2000:], slower.stderr[-2000:])
-    assert "pgpathbench: slower: " in slower.stderr and "worse than -10% at 95%" in slower.stderr
-    assert "fdw.fetch_size" in slower.stdout     # paired across the knob, said in a note
-    same = pgpathbench("compare", b, b, "--fail-if-slower", "10", workspace=workspace_root)
+    gate = pgpathbench("compare", a, b, "--fail-if-slower", "5", "--format", "markdown", workspace=workspace_root)
+    assert gate.returncode == 1, (gate.stdout[-2000:], gate.stderr[-2000:])
+    rows = {r[0]: r for r in (
+        [c.strip() for c in line.strip("|").split("|")] for line in gate.stdout.splitlines()
+        if line.startswith("| script:"))}
+    local, external = "script:read2000:local:1:0ms:15:simple:-", "script:read2000:fdw_external:1:0ms:15:simple"
+    assert set(rows) == {local, f"{external}:100 vs {external}:10"}, gate.stdout
+    ratio = float(rows[f"{external}:100 vs {external}:10"][5])
+    assert ratio < 1 and rows[f"{external}:100 vs {external}:10"][8].startswith("B worse"), rows
+    assert "fdw.fetch_size 100 (A) vs 10 (B)" in gate.stdout and "Not compared" not in gate.stdout
+    (line,) = gate.stderr.splitlines()
+    assert line.startswith(f"pgpathbench: slower: {external}:100 vs {external}:10: tps B/A ") and \
+        line.endswith("worse than -5% at 95%"), gate.stderr
+    same = pgpathbench("compare", b, b, "--fail-if-slower", "5", workspace=workspace_root)
     assert same.returncode == 0 and same.stderr == "", same.stderr

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from pgpathbench.compare import (compare, environment_differences, knob_differences, major_minor, pair_cases,
-                                 slower, worse_beyond)
+from pgpathbench.compare import (compare, environment_differences, knob_differences, major_minor, not_judged,
+                                 pair_cases, slower, worse_beyond)
 from pgpathbench.errors import UserError
 from pgpathbench.matrix import Dimension, Parameter
 from pgpathbench.metrics import Metric
@@ -106,7 +106,9 @@ def test_compare_table_rows_and_verdicts():
     faster = rows["ro:fdw_local:1"]
     # every b/a is between 60/53 and 63/50; the HL estimate is the median of the 16 ratios
     assert 60 / 53 <= faster[5] <= 63 / 50 and faster[7] == "yes" and faster[8].startswith("B better (+")
-    assert any("1 case(s) only in A, 1 only in B" in n for n in t.notes)
+    assert "Not compared, only in A (1: no case of the other run with the same id or differing only in knobs): " \
+        "rw:local:1." in t.notes
+    assert any(n.startswith("Not compared, only in B (1: ") and n.endswith("): ro:fdw_external:1.") for n in t.notes)
     assert len(plots) == 1 and plots[0].ref_y == 1.0 and len(plots[0].series["tps B / A"]) == 2
 
 
@@ -198,7 +200,7 @@ def test_cases_differing_only_in_a_knob_pair_up():
     pairing = pair_cases(a, b, registry())
     assert [(x.case_id, y.case_id) for x, y in pairing.pairs] == [("ro:simple", "ro:prepared"),
                                                                 ("rw:simple", "rw:prepared")]
-    assert pairing.knobs == {"protocol": (("simple",), ("prepared",))} and (pairing.only_a, pairing.only_b) == (0, 0)
+    assert pairing.knobs == {"protocol": (("simple",), ("prepared",))} and (pairing.only_a, pairing.only_b) == ((), ())
     (t,), _ = compare(a, b, registry())
     assert [r[0] for r in t.rows] == ["ro:simple vs ro:prepared", "rw:simple vs rw:prepared"]
     assert any(n.startswith("Cases paired across knob dimension(s)") and "protocol simple (A) vs prepared (B)" in n
@@ -206,15 +208,53 @@ def test_cases_differing_only_in_a_knob_pair_up():
     assert slower(a, b, registry(), 10)[0].startswith("ro:simple vs ro:prepared: tps B/A 0.4")
 
 
-def test_shared_case_ids_pair_by_id_and_unmatched_cases_are_counted():
+def test_shared_case_ids_pair_by_id_and_the_rest_across_knobs():
+    """Issue 42: runs sharing some ids (a case without knobs, local) pair the others across the knob
+    (fdw_external at fetch_size 100 vs 10) instead of leaving them out."""
     a = fake_run("A", {"ro:simple": BASE, "rw:simple": BASE})
-    b = fake_run("B", {"ro:simple": BASE, "ro:prepared": BASE})
+    b = fake_run("B", {"ro:simple": BASE, "rw:prepared": [40, 41, 42, 43]})
+    pairing = pair_cases(a, b, registry())
+    assert [(x.case_id, y.case_id) for x, y in pairing.pairs] == [("ro:simple", "ro:simple"),
+                                                                ("rw:simple", "rw:prepared")]
+    assert pairing.knobs == {"protocol": (("simple",), ("prepared",))} and (pairing.only_a, pairing.only_b) == ((), ())
+    (line,) = slower(a, b, registry(), 5)
+    assert line.startswith("rw:simple vs rw:prepared: tps B/A 0.4"), line
+
+
+def test_exact_partners_are_never_taken_by_a_knob_pairing():
+    """A case paired by id is not offered again: ro:prepared of A stays alone though ro:simple of B
+    differs from it only in the knob, and ro:extended of B, also alone, is its partner."""
+    a = fake_run("A", {"ro:simple": BASE, "ro:prepared": BASE})
+    b = fake_run("B", {"ro:simple": BASE})
     pairing = pair_cases(a, b, registry())
     assert [(x.case_id, y.case_id) for x, y in pairing.pairs] == [("ro:simple", "ro:simple")]
-    assert pairing.knobs == {} and (pairing.only_a, pairing.only_b) == (1, 1)
+    assert (pairing.only_a, pairing.only_b, pairing.knobs) == (("ro:prepared",), (), {})
+    b = fake_run("B", {"ro:simple": BASE, "ro:extended": BASE})
+    assert [(x.case_id, y.case_id) for x, y in pair_cases(a, b, registry()).pairs] == [
+        ("ro:simple", "ro:simple"), ("ro:prepared", "ro:extended")]
+
+
+def test_cases_left_without_a_partner_are_named_on_both_sides():
+    a = fake_run("A", {"ro:simple": BASE, "rw:simple": BASE})
+    b = fake_run("B", {"ro:simple": BASE, "rw:simple": [None] * 4, "ro:prepared": BASE})
+    pairing = pair_cases(a, b, registry())    # rw:simple failed in B: measured, so paired, without values
+    assert [(x.case_id, y.case_id) for x, y in pairing.pairs] == [("ro:simple", "ro:simple"), ("rw:simple", "rw:simple")]
+    assert (pairing.only_a, pairing.only_b) == ((), ("ro:prepared",))
     lone = pair_cases(a, fake_run("B", {"rw:prepared": BASE}), registry())    # ro:simple has no partner
     assert [(x.case_id, y.case_id) for x, y in lone.pairs] == [("rw:simple", "rw:prepared")]
-    assert (lone.only_a, lone.only_b) == (1, 0)
+    assert (lone.only_a, lone.only_b) == (("ro:simple",), ())
+
+
+def test_not_judged_names_the_cases_the_gate_cannot_fail():
+    a = fake_run("A", {"ro:simple": BASE, "rw:simple": BASE, "ro:prepared": BASE[:2], "ro:extended": BASE})
+    b = fake_run("B", {"ro:simple": [10, 11, 12, 13], "rw:simple": [None] * 4, "ro:prepared": [10, 11],
+                       "ro:extended": [0, 0, 0, 0]})
+    assert not_judged(a, b, registry()) == [
+        "rw:simple: no values", "ro:prepared: 2 + 2 rounds give a 67% interval, too few for 95% (4 + 4 give 97%)",
+        "ro:extended: values <= 0"]
+    assert slower(a, b, registry(), 5) == ["ro:simple: tps B/A 0.113 [0.0971, 0.13], worse than -5% at 95%"]
+    assert not_judged(a, a, registry()) == ["ro:prepared: 2 + 2 rounds give a 67% interval, too few for 95% (4 + 4 "
+                                            "give 97%)"]
 
 
 @pytest.mark.parametrize("values_a, values_b, one", [

@@ -81,6 +81,19 @@ def test_runs_of_version_one_read_durations_in_milliseconds():
     assert run.study.case("a").values("total_ms") == {1: 1500.0}
 
 
+def test_a_sampled_logs_maximum_of_version_two_is_not_read_as_the_runs():
+    """Issue 42: a maximum over a sample of a run's transactions fell below the run's average."""
+    sampled = {"latency_ms": 0.074, "latency_p99_ms": 0.045, "latency_max_ms": 0.047, "latency_log_rate": 0.00588}
+    every = {**sampled, "latency_max_ms": 0.9, "latency_log_rate": 1.0}
+    assert upgrade_metrics("fdw-overhead", sampled, 2) == {k: v for k, v in sampled.items() if k != "latency_max_ms"}
+    assert upgrade_metrics("fdw-overhead", every, 2) == every
+    assert upgrade_metrics("interfaces", {"latency_max_ms": 3.0}, 2) == {"latency_max_ms": 3.0}   # a client's: exact
+    assert upgrade_metrics("fdw-overhead", {**sampled, "latency_log_rate": 0.5}, 3)["latency_max_ms"] == 0.047
+    v2 = {**RUN, "options": {**RUN["options"], "model_version": 2}}
+    run = RunResult.from_rows(v2, [], [{**m("a", 1), "metrics": sampled}], [])
+    assert run.study.case("a").values("latency_max_ms") == {} and run.study.case("a").values("latency_p99_ms")
+
+
 def test_an_export_rebuilds_the_same_cases():
     run = build()
     from pgpathbench.report import export

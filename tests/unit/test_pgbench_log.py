@@ -1,6 +1,8 @@
-"""pgbench's per-transaction log (tools/pgbench_log.py): its lines as pgbench 15-18 writes them,
-the latency percentiles (nearest rank) and the per-second series."""
+"""pgbench's logs (tools/pgbench_log.py): per-transaction and aggregate lines as pgbench 15-18
+writes them, the latency percentiles (nearest rank), the exact minimum, maximum and per-second
+series, and which log each run of a case writes."""
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -8,9 +10,10 @@ import pytest
 
 from pgpathbench import scratch
 from pgpathbench.tools import pgbench
-from pgpathbench.tools.pgbench_log import (TransactionLog, latency_figures, log_files, nearest_rank,
-                                           parse_transaction_log, progress_series, read_transaction_log,
-                                           sampling_rate)
+from pgpathbench.tools.pgbench_log import (Interval, LogPlan, TransactionLog, aggregate_figures, latency_figures,
+                                           log_files, nearest_rank, next_log, parse_aggregate_log,
+                                           parse_transaction_log, read_aggregate_log, read_transaction_log,
+                                           sampling_rate, transaction_figures)
 
 EPOCH = 1700000000
 # Two threads' files of one run with --max-tries=10 (the trailing field is the retries). Thread 0:
@@ -72,37 +75,93 @@ def test_latency_figures_in_ms():
     log = parse_transaction_log((THREAD0 + THREAD1).splitlines())
     # sorted: 1000 2000 3000 4000 6000 500000 (µs); n = 6: p50 -> rank 3, p90/p95/p99 -> rank 6
     assert latency_figures(log) == {"latency_p50_ms": 3.0, "latency_p90_ms": 500.0, "latency_p95_ms": 500.0,
-                                    "latency_p99_ms": 500.0, "latency_max_ms": 500.0, "latency_log_rate": 1.0}
+                                    "latency_p99_ms": 500.0, "latency_sample_n": 6, "latency_log_rate": 1.0,
+                                    "latency_min_ms": 1.0, "latency_max_ms": 500.0}
     assert latency_figures(TransactionLog((), (), failed=3)) == {}
+
+
+def test_a_samples_figures_have_its_size_and_no_minimum_or_maximum():
+    """A sample's largest latency is not the run's: issue 42 found one below the run's average."""
+    log = parse_transaction_log((THREAD0 + THREAD1).splitlines())
+    figures = latency_figures(log, 0.01)
+    assert figures["latency_sample_n"] == 6 and figures["latency_log_rate"] == 0.01
+    assert "latency_max_ms" not in figures and "latency_min_ms" not in figures and figures["latency_p99_ms"] == 500.0
 
 
 def test_latency_figures_of_many_transactions():
     lines = [f"0 {i} {lat} 0 {EPOCH} {i}" for i, lat in enumerate(range(1000, 0, -1))]   # 1..1000 µs, reversed
     f = latency_figures(parse_transaction_log(lines))
     assert (f["latency_p50_ms"], f["latency_p90_ms"], f["latency_p95_ms"], f["latency_p99_ms"],
-            f["latency_max_ms"]) == (0.5, 0.9, 0.95, 0.99, 1.0)
+            f["latency_max_ms"], f["latency_min_ms"], f["latency_sample_n"]) == (0.5, 0.9, 0.95, 0.99, 1.0, 0.001, 1000)
 
 
-PROGRESS = """pgbench (15.18 (Debian 15.18-0+deb12u1))
-progress: 1.0 s, 16724.7 tps, lat 0.119 ms stddev 0.389, 0 failed
-progress: 2.0 s, 0.0 tps, lat 0.000 ms stddev 0.000, 0 failed
-progress: 3.1 s, 12934.1 tps, lat 0.154 ms stddev 0.373, 0 failed
+def test_every_transaction_logged_gives_the_exact_series():
+    log = parse_transaction_log((THREAD0 + THREAD1).splitlines())
+    figures = transaction_figures(log, 1.0, 6)
+    # completed in seconds 0 (1000, 2000, 4000 µs), 1 (500000, 6000), none in 2, 3 (3000)
+    assert figures["series"] == [{"t": 0, "tps": 3, "latency_ms": 7 / 3}, {"t": 1, "tps": 2, "latency_ms": 253.0},
+                                 {"t": 2, "tps": 0, "latency_ms": None}, {"t": 3, "tps": 1, "latency_ms": 3.0}]
+    assert sum(p["tps"] for p in figures["series"]) == 6 and figures["latency_max_ms"] == 500.0
+    with pytest.raises(ValueError, match="pgbench counted 7 transactions, its log holds 6 successful ones"):
+        transaction_figures(log, 1.0, 7)
+    sampled = transaction_figures(log, 0.5, 12)       # a sample: no series, whatever was counted
+    assert sampled["series"] == [] and sampled["latency_sample_n"] == 6
+
+
+# Two threads' aggregate files of a run that counted 31,000 transactions: thread 1 began a second
+# later; neither wrote the second it ended in (pgbench 15 does not); second EPOCH + 2 had none in thread 0.
+AGG0 = f"""{EPOCH} 9000 900000 91000000 20 9035 0 0 0 0 0 0 0 0 0
+{EPOCH + 1} 10000 1000000 101000000 19 5000 0 0 0 0 0 0 0 0 0
+{EPOCH + 2} 0 0 0 0 0 0 0 0 0 0 0 0 0 0
+"""
+AGG1 = f"""{EPOCH + 1} 2000 400000 80000000 25 7000 0 0 0 0 0 88 162 0 0
+
+{EPOCH + 2} 4000 400000 41000000 25 900 0 0 0 0 0 0 0 0 0
 """
 
 
-def test_progress_series_from_pgbench_counters():
-    series = progress_series(PROGRESS, 29659, 3)
-    assert series == [{"t": 0, "tps": 16724.7, "latency_ms": 0.119},
-                      {"t": 1, "tps": 0.0, "latency_ms": None},        # a second without a transaction
-                      {"t": 2, "tps": 12934.1, "latency_ms": 0.154}]   # 0.2 short of the count: rounding
+def test_aggregate_log_lines_of_every_thread_add_up(tmp_path):
+    (tmp_path / "tx.77").write_text(AGG0)
+    (tmp_path / "tx.77.1").write_text(AGG1)
+    assert read_aggregate_log(tmp_path) == {EPOCH: Interval(9000, 900000.0), EPOCH + 1: Interval(12000, 1400000.0),
+                                            EPOCH + 2: Interval(4000, 400000.0)}
+    for bad in ["garbage", f"{EPOCH} 10 100 1000 1", f"{EPOCH} ten 100 1000 1 20", "0 0 1000 0 1700000000 5 x"]:
+        with pytest.raises(ValueError, match="not a pgbench aggregate log line"):
+            parse_aggregate_log([bad])
 
 
-def test_progress_series_adds_what_pgbench_counted_after_its_last_report():
-    series = progress_series(PROGRESS, 39659, 4)      # 10,000.2 more than reported: the 4th second
-    assert series[-1] == {"t": 3, "tps": 10000.2, "latency_ms": None}
-    assert sum(p["tps"] for p in series) == pytest.approx(39659)
-    assert progress_series("", 2084, 1) == [{"t": 0, "tps": 2084, "latency_ms": None}]   # -T 1: no report
-    assert progress_series("", 0, 1) == []
+def test_the_aggregate_series_sums_exactly_to_the_count():
+    intervals = parse_aggregate_log((AGG0 + AGG1).splitlines())
+    series = aggregate_figures(intervals, 31000)["series"]
+    assert series == [{"t": 0, "tps": 9000, "latency_ms": 0.1}, {"t": 1, "tps": 12000, "latency_ms": 1400 / 12000},
+                      {"t": 2, "tps": 4000, "latency_ms": 0.1},
+                      {"t": 3, "tps": 6000, "latency_ms": None}]     # the unwritten last second: 31000 - 25000
+    assert sum(p["tps"] for p in series) == 31000
+    assert aggregate_figures(intervals, 25000)["series"][-1]["t"] == 2          # it ended on a second's edge
+    assert aggregate_figures({}, 2084) == {"series": [{"t": 0, "tps": 2084, "latency_ms": None}]}   # under 1 s
+    assert aggregate_figures({}, 0) == {"series": []}
+    with pytest.raises(ValueError, match="pgbench counted 24999 transactions, its aggregate log 25000"):
+        aggregate_figures(intervals, 24999)
+
+
+def test_which_log_each_run_of_a_case_writes():
+    assert next_log(None, 1, 0) == LogPlan(aggregate=True)          # pace unknown: the aggregate log
+    assert next_log(90, 1, 1) == next_log(90, 1, 2) == LogPlan(rate=1.0)   # slow: every transaction, always
+    fast = [next_log(18000, 1, k) for k in range(1, 5)]               # fast: a sample, then the aggregate...
+    assert fast == [LogPlan(rate=0.00556), LogPlan(aggregate=True), LogPlan(rate=0.00556), LogPlan(aggregate=True)]
+    assert next_log(18000, 2, 1) == LogPlan(rate=0.0111)
+
+
+def test_each_plans_command_line():
+    spec = pgbench.TimedRun("db", "/sock", 5432, "u", clients=1, duration_s=3, select_only=True)
+    assert spec.command("pgbench")[spec.command("pgbench").index("-P") + 1] == "4"   # no report, latency measured
+    assert "-l" not in spec.command("pgbench")
+    every = spec.command("pgbench", "/d/tx")
+    assert "--log-prefix=/d/tx" in every and not any(a.startswith(("--sampling", "--aggregate")) for a in every)
+    sample = dataclasses.replace(spec, log=LogPlan(rate=0.01)).command("pgbench", "/d/tx")
+    assert "--sampling-rate=0.01" in sample and "-l" in sample
+    aggregate = dataclasses.replace(spec, log=LogPlan(aggregate=True)).command("pgbench", "/d/tx")
+    assert "--aggregate-interval=1" in aggregate and not any(a.startswith("--sampling") for a in aggregate)
 
 
 def test_sampling_rate_keeps_logged_lines_per_thread_bounded():

@@ -95,11 +95,23 @@ def latency_table(result: StudyResult) -> Table | None:
     if not cases:
         return None
     rows = [[c.case_id, *(_cell(c.values(metric).values()) for _, metric, _ in PERCENTILES),
-             _ci(c.values("latency_p99_ms").values()), len(c.values("latency_p50_ms"))] for c in cases]
-    return Table("Latency distribution, ms", ["case", *(name for name, _, _ in PERCENTILES), "p99 95% CI", "n"], rows,
+             _ci(c.values("latency_p99_ms").values()), len(c.values("latency_p50_ms")),
+             _logged(c)] for c in cases]
+    return Table("Latency distribution, ms", ["case", *(name for name, _, _ in PERCENTILES), "p99 95% CI", "n",
+                                              "logged"], rows,
                  ["Each measurement's percentiles come from its own events (pgbench's per-transaction log; a "
                   "client's histogram of iterations, 6.25% buckets); the table gives their median over the n "
-                  "rounds."], detail=(6,))
+                  "rounds that have them. pgbench logs every transaction of a case slow enough for that to cost "
+                  "nothing measurable, a random sample of a faster one (logged: transactions per round, least-most) "
+                  "in every other round, the others writing its aggregate log (the exact series per second); max "
+                  "is over every transaction, so a sampled case has none."],
+                 detail=(6, 8))
+
+
+def _logged(case: CaseResult) -> str | None:
+    """How many transactions the percentiles of a case's rounds are over: '98' or '65-110'."""
+    n = sorted(int(v) for v in case.values("latency_sample_n").values())
+    return None if not n else f"{n[0]:,}" if n[0] == n[-1] else f"{n[0]:,}-{n[-1]:,}"
 
 
 def time_table(result: StudyResult) -> Table | None:
@@ -178,8 +190,10 @@ def quantile_plot(result: StudyResult) -> Plot | None:
     for c in cases:
         points = []
         for name, metric, _ in PERCENTILES:
-            s = summarise(list(c.values(metric).values()))
-            points.append(Point(name, s.median, s.ci_low, s.ci_high))
+            values = list(c.values(metric).values())
+            if values:   # no max where only a sample was logged
+                s = summarise(values)
+                points.append(Point(name, s.median, s.ci_low, s.ci_high))
         series[c.case_id] = points
     return Plot("Latency distribution per case", "Percentile of the measurement's transactions (or iterations)",
                 "Latency, ms", "scatter", series, log_y=True,

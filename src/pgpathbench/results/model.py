@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 from ..stats import Summary, summarise
 from .fingerprint import Environment
 
-MODEL_VERSION = 2   # metrics stored by runs of an earlier version are upgraded on read (upgrade.py)
+MODEL_VERSION = 3   # metrics stored by runs of an earlier version are upgraded on read (upgrade.py)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,11 @@
 Model version 1 stored durations in seconds under `*_s` names (connect_s, duration_s...) beside
 others in milliseconds; version 2 keeps every duration in milliseconds (`*_ms`), as the metric
 catalogues declare. Rates (`*_per_s`) keep their names.
+
+Up to version 2, a pgbench run that logged a random sample of its transactions (latency_log_rate
+below 1) stored the sample's largest latency as latency_max_ms; version 3 gives latency_max_ms
+only over every transaction (tools/pgbench_log.py). A sample's maximum is no run's maximum (one
+was found below the run's average): it is not read as one. Its percentiles keep their meaning.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from typing import Any, Mapping
 
 
 def upgrade_metrics(study: str, metrics: Mapping[str, Any], version: int) -> Mapping[str, Any]:
+    if version < 3 and metrics.get("latency_log_rate", 1) < 1 and "latency_max_ms" in metrics:
+        metrics = {k: v for k, v in metrics.items() if k != "latency_max_ms"}
     if version >= 2:
         return metrics
     out: dict[str, Any] = {}

@@ -65,7 +65,7 @@ def _on_off(text: str) -> str:
 
 # Shared by every study: whether each measurement carries its evidence (evidence/, pgbench's log).
 EVIDENCE = Parameter("evidence", "collect each measurement's evidence: what the servers did (statistics, "
-                     "CPU, wait events) and pgbench's per-transaction log (on, off)", _on_off, "on")
+                     "CPU, wait events) and pgbench's log (on, off)", _on_off, "on")
 
 
 def evidence_on(options: "StudyOptions") -> bool:

@@ -2,9 +2,9 @@
 
 `TimedRun` says what one `pgbench -T` run is (database, clients, threads, seconds, protocol,
 select-only or TPC-B-like or the user's scripts, --max-tries); `run()` spawns it through tools/spawn.py and
-returns every figure pgbench printed (`parse_output`), the latency percentiles and per-second
-series of its per-transaction log (tools/pgbench_log.py) and what the kernel accounted for it
-(wall time, CPU, peak RSS: `process_metrics`). METRICS declares each figure as pgbench.c's
+returns every figure pgbench printed (`parse_output`), what its log gives (tools/pgbench_log.py:
+the per-transaction log's percentiles, or the aggregate log's exact per-second series) and what
+the kernel accounted for it (wall time, CPU, peak RSS: `process_metrics`). METRICS declares each figure as pgbench.c's
 StatsData comment defines its counters; a study's catalogue takes them from here.
 
 pgbench always runs with -n: without it pgbench TRUNCATEs pgbench_history, and postgres_fdw
@@ -82,7 +82,7 @@ class TimedRun:
     max_tries: int = 1
     threads: int = 1           # -j (given only above 1): each thread writes its own log file
     protocol: str = "simple"   # -M: simple, extended or prepared
-    log_rate: float = 1.0      # --sampling-rate of the per-transaction log (pgbench_log.sampling_rate)
+    log: pgbench_log.LogPlan = pgbench_log.LogPlan()   # which log, when run() keeps one (pgbench_log.next_log)
     scripts: tuple[tuple[str, int], ...] = ()   # -f FILE@WEIGHT: the user's scripts instead of a builtin
     pgoptions: str = ""        # PGOPTIONS of its sessions (`-c NAME=VALUE`: --set's session settings)
     passfile: str | None = None   # PGPASSFILE: a user server's password, never on the command line
@@ -93,32 +93,25 @@ class TimedRun:
         return self.duration_s + GRACE_S
 
     def command(self, pgbench: Path | str, log_prefix: Path | str | None = None) -> list[str]:
-        """The command line; with log_prefix, the per-transaction log goes to log_prefix.PID[.N]."""
+        """The command line; with log_prefix, the log (self.log) goes to log_prefix.PID[.N]. A
+        progress interval past the end gives no report, but makes pgbench measure every
+        transaction's latency (its average and stddev)."""
         workload = [a for path, weight in self.scripts for a in ("-f", f"{path}@{weight}")] or \
             (["-S"] if self.select_only else [])
         return [str(pgbench), "-n", *workload, "-M", self.protocol, "-c", str(self.clients),
                 *(["-j", str(self.threads)] if self.threads > 1 else []),
                 *(["-t", str(self.transactions)] if self.transactions else ["-T", str(self.duration_s)]),
-                *self._logging(log_prefix), f"--max-tries={self.max_tries}",
-                "-h", self.host, "-p", str(self.port), "-U", self.user, self.dbname]
-
-
-    def _logging(self, log_prefix: Path | str | None) -> list[str]:
-        """With a log: it, and a progress report every second (the series); without: a progress
-        interval past the end (no report, but pgbench then prints the latency's stddev)."""
-        if log_prefix is None:
-            return ["-P", str(self.duration_s + 1)]
-        sampled = [f"--sampling-rate={self.log_rate}"] if self.log_rate < 1 else []
-        return ["-P", "1", "-l", f"--log-prefix={log_prefix}", *sampled]
+                "-P", str(self.duration_s + 1), *(self.log.options(str(log_prefix)) if log_prefix else []),
+                f"--max-tries={self.max_tries}", "-h", self.host, "-p", str(self.port), "-U", self.user, self.dbname]
 
 
 def run(pgbench: Path | str, spec: TimedRun, log: bool = True) -> dict:
     """Run it, measured; its figures, its log's and its process's, and under "series" (not a
-    metric: a list) its successful transactions per second (pgbench_log.progress_series). CaseError
-    if it fails or hangs, or if its log, unsampled, does not hold every transaction it counted.
+    metric: a list) its successful transactions per second (exact; [] when the log was a sample).
+    CaseError if it fails or hangs, or if its log does not agree with the transactions it counted.
 
-    The per-transaction log goes to a private directory on tmpfs (pgbench_log.make_log_dir),
-    removed whatever happens; pgbench is dead by then (spawn_measured kills it on any way out).
+    The log goes to a private directory on tmpfs (pgbench_log.make_log_dir), removed whatever
+    happens; pgbench is dead by then (spawn_measured kills it on any way out).
     log=False: no log, hence no percentiles and no series (pgbench's printed figures only)."""
     if not log:
         m = _spawn(pgbench, spec, None)
@@ -128,16 +121,15 @@ def run(pgbench: Path | str, spec: TimedRun, log: bool = True) -> dict:
         m = _spawn(pgbench, spec, logdir / pgbench_log.FILE_PREFIX)
         figures = parse_output(m.stdout)
         try:
-            log = pgbench_log.read_transaction_log(logdir)
+            logged = (pgbench_log.aggregate_figures(pgbench_log.read_aggregate_log(logdir), figures["transactions"])
+                      if spec.log.aggregate else
+                      pgbench_log.transaction_figures(pgbench_log.read_transaction_log(logdir), spec.log.rate,
+                                                      figures["transactions"]))
         except (OSError, ValueError) as e:
-            raise CaseError(f"pgbench's per-transaction log: {e}") from e
+            raise CaseError(f"pgbench's {'aggregate' if spec.log.aggregate else 'per-transaction'} log: {e}") from e
     finally:
         shutil.rmtree(logdir, ignore_errors=True)
-    if spec.log_rate == 1 and log.successful != figures["transactions"]:
-        raise CaseError(f"pgbench counted {figures['transactions']} transactions, its log holds "
-                        f"{log.successful} successful ones")
-    return {**figures, **pgbench_log.latency_figures(log, spec.log_rate), **process_figures(m, "wall_ms"),
-            "series": pgbench_log.progress_series(m.stderr, figures["transactions"], spec.duration_s)}
+    return {**figures, **logged, **process_figures(m, "wall_ms")}
 
 
 def _spawn(pgbench: Path | str, spec: TimedRun, log_prefix: Path | None):

@@ -301,13 +301,15 @@ class FdwOverhead(Declared):
                                 pgoptions=guc.pgoptions(guc.session(env, case)))
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
-        """pgbench; its log sampled as the case's last TPS in this process demands (the first
-        measurement of a case logs every transaction)."""
-        last_tps = env.state.setdefault("last_tps", {})
+        """pgbench; its log as the case's last TPS and earlier runs in this process demand
+        (pgbench_log.next_log: every transaction, a sample, or the aggregate log)."""
+        last_tps, logged = env.state.setdefault("last_tps", {}), env.state.setdefault("logged_runs", {})
         spec = self._run(env, case)
-        spec = dataclasses.replace(spec, log_rate=pgbench_log.sampling_rate(last_tps.get(case.case_id), spec.threads))
-        metrics = pgbench.run(env.bins.path("pgbench"), spec, log=evidence_on(env.options))
+        plan = pgbench_log.next_log(last_tps.get(case.case_id), spec.threads, logged.get(case.case_id, 0))
+        metrics = pgbench.run(env.bins.path("pgbench"), dataclasses.replace(spec, log=plan),
+                              log=evidence_on(env.options))
         last_tps[case.case_id] = metrics["tps"]
+        logged[case.case_id] = logged.get(case.case_id, 0) + 1
         return metrics
 
     # -- the report -------------------------------------------------------------------------
