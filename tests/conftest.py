@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import statistics
 import shutil
@@ -71,6 +72,13 @@ def our_processes(root: Path) -> list[str]:
     """Command lines of live processes that belong to a workspace (servers, pgbench)."""
     return [f"{pid}: {cmd}" for pid, cmd in cmdlines().items()
             if str(root) in cmd and "pytest" not in cmd and "pgpathbench.cli" not in cmd]
+
+
+def netns_of_run(run_id: str) -> list[str]:
+    """The network namespaces of this machine that a run made (servers/netns.py: pgpbK-TAG_ROLE)."""
+    tag = run_id.rsplit("-", 1)[-1][:4]
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
+    return [line.split()[0] for line in listed if re.match(rf"pgpb\d+-{tag}_", line)]
 
 
 def run_watching_ps(*args: str, workspace: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
