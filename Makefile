@@ -18,8 +18,11 @@ demo: bootstrap
 	@echo "HTML report of the four runs:"
 	@$(PGPATHBENCH) report latest~3 latest~2 latest~1 latest --html $(DEMO_REPORT)
 
+# Side by side on TEST_WORKERS workers (pytest-xdist): the tests that share a module's run or server
+# stay on one worker (tests/conftest.py groups them), and integration tests go first.
+TEST_WORKERS ?= 2
 test: bootstrap
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 check: bootstrap
 	.venv/bin/ruff check src tests bench clients

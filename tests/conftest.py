@@ -18,6 +18,21 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+# -- side by side (make test runs pytest-xdist with --dist loadgroup --no-loadscope-reorder) ----------
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook turns the groups into node ids
+def pytest_collection_modifyitems(config, items):
+    """The tests that share a module-scoped fixture (a whole run, a server, its data) go to one worker,
+    so that it is made once; every other test is scheduled on its own. The longest first: those groups,
+    then the other integration tests, then unit and CLI tests: a worker takes the next unit when it is
+    nearly idle, so the many short tests fill the workers' last minutes instead of a long run."""
+    grouped = set()
+    for item in items:
+        if any(defs[-1].scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+            grouped.add(item)
+    items.sort(key=lambda item: 2 if "integration" not in item.nodeid.split("::")[0] else item not in grouped)
+
+
 @pytest.fixture(scope="session")
 def workspace_root():
     # Under the repository, not /tmp/pytest-of-*: that is 0700, and servers run as another user.
