@@ -39,8 +39,11 @@ def test_percentiles_are_ordered_and_agree_with_the_average(run):
         mt = m["metrics"]
         p = [mt[f"latency_{q}_ms"] for q in ("p50", "p90", "p95", "p99", "max")]
         assert p == sorted(p) and p[0] > 0, (m["case_id"], p)
-        # the average of the same transactions lies below their maximum, and a median is not far from it
-        assert mt["latency_ms"] <= mt["latency_max_ms"] and mt["latency_p50_ms"] / 3 <= mt["latency_ms"], m["case_id"]
+        # the average of the same transactions lies below their maximum (when every one was logged: a
+        # sample's maximum can miss the stalls a busy machine adds to the average), and a median is not
+        # far from it
+        assert mt["latency_ms"] <= mt["latency_max_ms"] or mt["latency_log_rate"] < 1, m["case_id"]
+        assert mt["latency_p50_ms"] / 3 <= mt["latency_ms"], m["case_id"]
 
 
 def test_series_sum_to_the_transactions(run):
