@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import secrets
 import statistics
 import shutil
@@ -18,6 +19,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+# -- side by side (make test: pytest-xdist, --dist loadscope --no-loadscope-reorder) -------------------
+def pytest_collection_modifyitems(config, items):
+    """Integration modules first, unit and CLI tests last. xdist (loadscope) hands each module to one
+    worker whole, so that its module-scoped fixtures (a whole run, a server and its data) are made
+    once, in this order, the next when a worker is nearly idle: the many short modules then fill the
+    workers' last minutes instead of a long run. (--dist loadgroup cannot group by fixture here:
+    xdist 3.8 marks a group in Item._nodeid, which pytest 9.2 no longer reads.)"""
+    items.sort(key=lambda item: "/integration/" not in f"/{item.nodeid}")
 
 
 @pytest.fixture(scope="session")
@@ -90,6 +101,13 @@ def our_processes(root: Path) -> list[str]:
     """Command lines of live processes that belong to a workspace (servers, pgbench)."""
     return [f"{pid}: {cmd}" for pid, cmd in cmdlines().items()
             if str(root) in cmd and "pytest" not in cmd and "pgpathbench.cli" not in cmd]
+
+
+def netns_of_run(run_id: str) -> list[str]:
+    """The network namespaces of this machine that a run made (servers/netns.py: pgpbK-TAG_ROLE)."""
+    tag = run_id.rsplit("-", 1)[-1][:4]
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
+    return [line.split()[0] for line in listed if re.match(rf"pgpb\d+-{tag}_", line)]
 
 
 def run_watching_ps(*args: str, workspace: Path) -> tuple[subprocess.CompletedProcess, list[str]]:

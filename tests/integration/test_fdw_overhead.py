@@ -55,9 +55,12 @@ def test_quick_run_stores_every_measurement(quick_run):
         assert mt["scale"] == 1 and mt["duration_ms"] == 1000 and mt["clients"] == int(m["dims"]["clients"])
         assert mt["threads"] == min(mt["clients"], os.cpu_count())   # pgbench -j
         # pgbench's latency average is clients x duration / transactions: the figures must agree
-        # (where no time went into failed or retried transactions).
+        # (where no time went into failed or retried transactions). Several clients can be in
+        # transactions no longer than the run; that they were busy nearly all of it is a timing claim
+        # (two clients' threads starved on a loaded machine: 0.2 of it), checked by bench/tool_overhead.py.
         if mt["failures"] == 0 and mt["retries"] == 0:
-            assert mt["latency_ms"] == pytest.approx(mt["clients"] * 1000 / mt["tps"], rel=0.25)
+            busy = mt["latency_ms"] * mt["tps"] / (mt["clients"] * 1000)
+            assert busy == pytest.approx(1, rel=0.25) if mt["clients"] == 1 else busy <= 1.25, m["case_id"]
         assert 1.0 <= m["duration_s"] < 30
         # pgbench measured from outside: it ran its -T second, used some CPU, and is a small program.
         assert 1000 <= mt["wall_ms"] <= m["duration_s"] * 1000

@@ -6,23 +6,17 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 from collections import Counter
 
 import pytest
 
-from conftest import our_processes, pgpathbench, report_json, spawn_pgpathbench
+from conftest import netns_of_run as netns_of, our_processes, pgpathbench, report_json, spawn_pgpathbench
 from test_fdw_overhead import wait_for_measurements
 
 pytestmark = pytest.mark.integration
 
 LINKED = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_external",
           "--clients", "1", "--latency", "0,2ms", "--repeat", "3", "--duration", "1"]
-
-
-def netns_of(run_id: str) -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [l for l in out.splitlines() if f"pgpb-{run_id.rsplit('-', 1)[-1][:4]}" in l]
 
 
 @pytest.fixture(scope="module")
@@ -99,4 +93,4 @@ def test_sigterm_removes_proxy_namespace_and_servers(workspace_root):
     assert proc.returncode == 128 + signal.SIGTERM
     assert our_processes(workspace_root) == []
     assert netns_of(run_id) == []
-    assert not (workspace_root / "network.json").exists() or "pgpb-" not in (workspace_root / "network.json").read_text()
+    assert not (workspace_root / "network.json").exists() or '"netns"' not in (workspace_root / "network.json").read_text()

@@ -154,3 +154,42 @@ def test_netns_link_shapes_bandwidth_and_cleans_up(workspace_root):
     assert rec["netns"] in " ".join(said) and not state.exists()
     assert rec["netns"] not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert subprocess.run(["ip", "link", "show", rec["veth_host"]], capture_output=True).returncode != 0
+
+
+MAKE_LINK = ("import json, sys\nfrom pgpathbench.servers.netns import create_netns\n"
+             "print(json.dumps(create_netns('iso_remote', sys.argv[1], owner=sys.argv[2])))")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="netns links need root")
+def test_links_of_several_workspaces_made_at_once_share_no_slot_name_or_veth(tmp_path):
+    """Four workspaces (two suites, a user's run...) make a link of the same name at the same moment:
+    the slot is the machine's, so each gets its own namespace, veth and /30; removing one workspace's
+    links leaves the others', and a stale record never removes a veth that is now another link's."""
+    states = [tmp_path / f"ws{i}" / "network.json" for i in range(4)]
+    procs = [subprocess.Popen([sys.executable, "-c", MAKE_LINK, str(s), f"run{i}"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i, s in enumerate(states)]
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+        recs = [json.loads(out) for out, _ in outs]
+        for key in ("netns", "veth_host", "host_addr", "ns_addr"):
+            assert len({r[key] for r in recs}) == 4, [r[key] for r in recs]
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert all(r["netns"] in listed for r in recs)
+
+        said = remove_netns_links(states[0])
+        assert recs[0]["netns"] in " ".join(said) and not any(r["netns"] in " ".join(said) for r in recs[1:])
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert recs[0]["netns"] not in listed and all(r["netns"] in listed for r in recs[1:])
+
+        # A record left by a namespace someone deleted by hand, whose slot now serves another link.
+        stale = {**recs[1], "netns": recs[0]["netns"], "owner": "run0"}
+        states[0].write_text(json.dumps([stale]))
+        remove_netns_links(states[0])
+        assert subprocess.run(["ip", "link", "show", recs[1]["veth_host"]], capture_output=True).returncode == 0
+        assert recs[1]["netns"] in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    finally:
+        for s in states:
+            remove_netns_links(s)
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(r["netns"] in listed for r in recs)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REPO, assert_user_error, close_workspace, cmdlines, our_processes, pgpathbench, report_json,
-                      spawn_pgpathbench, started_cluster)
+from conftest import (REPO, assert_user_error, close_workspace, cmdlines, netns_of_run, our_processes, pgpathbench,
+                      report_json, spawn_pgpathbench, started_cluster)
 from pgpathbench.servers.cluster import socket_dir
 
 SMALL = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_local",
@@ -70,9 +70,7 @@ def assert_nothing_left(ws: Path, run_id: str) -> None:
     assert not (ws / "servers").exists() or list((ws / "servers").iterdir()) == [], "servers/ must be empty"
     network = ws / "network.json"
     assert not network.exists() or run_id not in network.read_text()
-    if os.geteuid() == 0:
-        tag = run_id.rsplit("-", 1)[-1]
-        assert f"pgpb-{tag}" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert netns_of_run(run_id) == []
 
 
 def shared_memory_of(postmaster: int) -> list[str]:

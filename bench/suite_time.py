@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""How long `make test` and `make demo` take from a fresh clone, and whether two suites pass side by side.
+
+Issue 43's targets, on a set-up machine of this kind (2 cores), idle: `make test` from a fresh
+clone (its set-up included) under 15 minutes; `make demo` under 2 minutes with the first study's
+table on screen within 60 s. Each run clones the branch (committed work only) into DIR/fresh-suite-N,
+runs there, records the machine's load (/proc/loadavg: the 1-minute figure at the start, its mean
+and maximum over the run, sampled every 5 s) and removes the clone. Prints every run and the median
+of each figure; --save FILE keeps them as JSON. Exits 1 if a run failed or a median misses its target.
+
+  test  `make test` (bootstrap included) in a fresh clone
+  demo  `make bootstrap` (timed apart: the machine is set up, the clone is not), then `make demo`
+        with a workspace of the clone's own (so the first run there fetches PostgreSQL 17's bundle
+        from Maven's local repository, as a new user's first demo does)
+  pair  two fresh clones run `make test` at the same time: both must pass, every time
+
+    .venv/bin/python bench/suite_time.py [--what test,demo,pair] [--runs 3] [--dir /work] [--branch B] [--save F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TARGETS = {"test_s": 15 * 60, "demo_s": 120, "first_table_s": 60}
+SUMMARY = re.compile(r"=* ?(.*\b(?:passed|failed)\b.* in [\d.]+s.*?) ?=*$")
+
+
+class Load:
+    """The 1-minute load average sampled every 5 s while a run goes on."""
+
+    def __init__(self):
+        self.samples, self._stop = [self.now()], threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def now() -> float:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+
+    def _sample(self) -> None:
+        while not self._stop.wait(5):
+            self.samples.append(self.now())
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        return {"load_start": self.samples[0], "load_mean": round(statistics.fmean(self.samples), 2),
+                "load_max": max(self.samples)}
+
+
+def clone(branch: str, dest: Path) -> None:
+    shutil.rmtree(dest, ignore_errors=True)
+    subprocess.run(["git", "clone", "-q", "--branch", branch, str(REPO), str(dest)], check=True)
+
+
+def remove(dest: Path) -> None:
+    ws = dest / ".workspace" / "demo"
+    if (dest / ".venv/bin/pgpathbench").exists() and ws.exists():   # the demo's servers and results
+        subprocess.run([str(dest / ".venv/bin/pgpathbench"), "clean", "--all", "--workspace", str(ws)],
+                       capture_output=True)
+    shutil.rmtree(dest, ignore_errors=True)
+
+
+def make(dest: Path, target: str, log: Path, env: dict | None = None, on_line=None) -> tuple[int, float]:
+    """`make TARGET` in dest, its output to log (and each stdout line to on_line); (exit code, seconds)."""
+    t0 = time.monotonic()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["make", "-s", target], cwd=dest, stdout=subprocess.PIPE, stderr=out, text=True,
+                                env={**os.environ, **(env or {})})
+        for line in proc.stdout:
+            out.write(line)
+            if on_line:
+                on_line(line, time.monotonic() - t0)
+        rc = proc.wait()
+    return rc, time.monotonic() - t0
+
+
+def summary(log: Path) -> str:
+    found = [m.group(1) for line in log.read_text(errors="replace").splitlines() if (m := SUMMARY.match(line.strip()))]
+    return found[-1] if found else "no pytest summary"
+
+
+def run_test(branch: str, dest: Path, logs: Path, n: int) -> dict:
+    clone(branch, dest)
+    load = Load()
+    rc, took = make(dest, "test", logs / f"test-{n}.log")
+    row = {"what": "test", "run": n, "ok": rc == 0, "test_s": round(took, 1),
+           "pytest": summary(logs / f"test-{n}.log"), **load.stop()}
+    remove(dest)
+    return row
+
+
+def run_demo(branch: str, dest: Path, logs: Path, n: int) -> dict:
+    clone(branch, dest)
+    rc_boot, boot = make(dest, "bootstrap", logs / f"demo-bootstrap-{n}.log")
+    first = []
+
+    def table_seen(line: str, at: float) -> None:   # the first study's report: stdout that is not make's echo
+        if not first and line.strip() and "pgpathbench" not in line.split()[0]:
+            first.append(at)
+    load = Load()
+    rc, took = make(dest, "demo", logs / f"demo-{n}.log", {"PGPATHBENCH_HOME": str(dest / ".workspace" / "demo")},
+                    table_seen)
+    row = {"what": "demo", "run": n, "ok": rc == 0 and rc_boot == 0, "bootstrap_s": round(boot, 1),
+           "demo_s": round(took, 1), "first_table_s": round(first[0], 1) if first else None, **load.stop()}
+    remove(dest)
+    return row
+
+
+def run_pair(branch: str, base: Path, logs: Path, n: int) -> dict:
+    dests = [base / f"fresh-suite-{n}{side}" for side in "ab"]
+    for d in dests:
+        clone(branch, d)
+    load, rows = Load(), {}
+    threads = [threading.Thread(target=lambda d=d, s=s: rows.__setitem__(s, make(d, "test", logs / f"pair-{n}{s}.log")))
+               for d, s in zip(dests, "ab")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    row = {"what": "pair", "run": n, "ok": all(rc == 0 for rc, _ in rows.values()),
+           **{f"test_{s}_s": round(rows[s][1], 1) for s in "ab"},
+           **{f"pytest_{s}": summary(logs / f"pair-{n}{s}.log") for s in "ab"}, **load.stop()}
+    for d in dests:
+        remove(d)
+    return row
+
+
+def medians(rows: list[dict]) -> dict:
+    out = {}
+    for key in TARGETS:
+        values = [r[key] for r in rows if r.get(key) is not None]
+        if values:
+            out[key] = statistics.median(values)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--what", default="test,demo,pair", help="any of test, demo, pair (comma-separated)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--dir", default=str(REPO.parent), help="where the clones go (default: beside this repository)")
+    ap.add_argument("--branch", default=subprocess.run(["git", "-C", str(REPO), "rev-parse", "--abbrev-ref", "HEAD"],
+                                                       capture_output=True, text=True).stdout.strip())
+    ap.add_argument("--save", help="write every run and the medians to this JSON file")
+    args = ap.parse_args()
+    base, rows = Path(args.dir), []
+    logs = base / "suite-time-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for what in args.what.split(","):
+        for n in range(1, args.runs + 1):
+            run = {"test": run_test, "demo": run_demo}.get(what)
+            row = run(args.branch, base / f"fresh-suite-{n}", logs, n) if run else run_pair(args.branch, base, logs, n)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    found = medians(rows)
+    for key, value in found.items():
+        print(f"{'ok  ' if value < TARGETS[key] else 'FAIL'} median {key}: {value:.1f} s (target < {TARGETS[key]} s)")
+    if args.save:
+        Path(args.save).write_text(json.dumps({"branch": args.branch, "runs": rows, "medians": found}, indent=1) + "\n")
+    print(f"logs in {logs}")
+    return 0 if all(r["ok"] for r in rows) and all(v < TARGETS[k] for k, v in found.items()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
