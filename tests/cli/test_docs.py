@@ -22,6 +22,7 @@ from pgpathbench.studies import STUDIES
 # Options of other programs that the docs quote, each with why it is there.
 OTHER_PROGRAMS = {
     "--sampling-rate": "pgbench's: how pgbench's per-transaction log is sampled (method.md, evidence)",
+    "--aggregate-interval": "pgbench's: its per-second aggregate log, the exact series (method.md, evidence)",
     "--describe-config": "postgres's: how --set checks a setting's name without a server (options.md)",
     "--parts": "tpchgen-cli's: the part files of the partitioned layout (file-fdw-tpch.md)",
     "--part": "tpchgen-cli's, as --parts",

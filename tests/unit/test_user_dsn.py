@@ -51,7 +51,8 @@ def test_fdw_host_is_where_postgres_fdw_reaches_a_user_server(tmp_path):
     assert server.reached_at(direct) == ("10.0.0.5", 6432) and server.self_host == "10.0.0.5"
     assert server.reached_at(proxied) == ("127.0.0.1", 41000)   # the link is on this machine: its own address
     assert server.dbname("source") == "pgpathbench_ab12_source"
-    assert parse_fdw_hosts(["source=10.0.0.5"], dsns)["source"].fdw_address == ("10.0.0.5", 5433)
+    plain = parse_servers(["source=host=db1 port=5433"], ROLES)
+    assert parse_fdw_hosts(["source=10.0.0.5"], plain)["source"].fdw_address == ("10.0.0.5", 5433)
     with pytest.raises(UserError, match="--fdw-host external: give --server external=DSN too"):
         parse_fdw_hosts(["external=10.0.0.6"], dsns)
 
