@@ -66,8 +66,8 @@ LOOP_MEASURES = {"CPU": ("cpu_ms", LOOP_CPU_TARGET), "wall": ("duration_ms", LOO
 
 def loop_figures(result: StudyResult) -> list[LoopFigure]:
     """Every loop pair's CPU (user + sys of the whole process, wait4) and wall time (fork to exit)
-    over the same number of queries on both sides: process start and connection count on both
-    (about 0.1 us a query of CPU at 50k)."""
+    over the same number of queries on both sides: process start and connection count on both, alike
+    (about 10M instructions each under callgrind: 0.1 us a query of CPU at 50k)."""
     out = []
     for key, client, ref, _ in pairs(result):
         if key.workload != "loop":
