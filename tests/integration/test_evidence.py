@@ -48,7 +48,8 @@ def make_cluster(root, name: str, major: int, settings: dict) -> Cluster:
 def clusters(workspace_root):
     made = {}
     try:
-        made[15] = make_cluster(workspace_root, "ev15", 15, PSS)
+        # Only 15 times its WAL flushes: the evidence holds their time where it is measured.
+        made[15] = make_cluster(workspace_root, "ev15", 15, {**PSS, "track_wal_io_timing": "on"})
         started = time.monotonic()
         made[17] = make_cluster(workspace_root, "ev17", 17, PSS)
         print(f"\nPG 17 cluster (bundle resolve + initdb + start): {time.monotonic() - started:.1f} s")
@@ -116,6 +117,9 @@ def check_full_record(c: Cluster, major: int) -> None:
     assert src["waits"]["samples"] > 0
     assert abs(sum(src["waits"]["shares"].values()) - 1) < 1e-9
     assert src["wal"]["wal_records"] >= INSERTS and src["wal"]["wal_bytes"] > 0
+    assert src["wal"]["wal_sync"] >= INSERTS   # each commit flushes, 0.1 s apart
+    assert ("wal_sync_time_us" in src["wal"]) == (major == 15)
+    assert src["wal"].get("wal_sync_time_us", 1) > 0   # 10 flushes take more than 1 us
     if major >= 16:
         assert set(src["io"]) == {"reads", "writes", "extends", "hits", "evictions", "fsyncs"}
         assert src["io"]["hits"] > 0

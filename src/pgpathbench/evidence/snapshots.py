@@ -20,6 +20,9 @@ DATABASE_COLUMNS = ("xact_commit", "xact_rollback", "blks_hit", "blks_read", "tu
 IO_COLUMNS = ("reads", "writes", "extends", "hits", "evictions", "fsyncs")
 BGWRITER_COLUMNS = ("buffers_checkpoint", "buffers_clean", "buffers_backend", "buffers_alloc")
 WAL_COLUMNS = ("wal_records", "wal_fpi", "wal_bytes")
+# WAL flushes (pg_stat_wal has them on 14-17; 18 moved them to pg_stat_io), and their time in us
+# where track_wal_io_timing is on (it reads 0 otherwise): what a commit's flush costs.
+WAL_SYNC, WAL_SYNC_TIME = "wal_sync", "(wal_sync_time * 1000)::bigint AS wal_sync_time_us"
 STATEMENTS_LIMIT = 25
 
 
@@ -53,7 +56,10 @@ def read_io(conn: psycopg.Connection, version: int, databases: Sequence[str]) ->
 def read_wal(conn: psycopg.Connection, version: int, databases: Sequence[str]) -> dict:
     if version < 140000:
         raise Unavailable(f"pg_stat_wal needs PostgreSQL 14+ (server_version_num {version})")
-    return _sums(conn, "pg_stat_wal", WAL_COLUMNS)
+    out = _sums(conn, "pg_stat_wal", WAL_COLUMNS + ((WAL_SYNC,) if version < 180000 else ()))
+    if version < 180000 and conn.execute(MARK + "SHOW track_wal_io_timing").fetchone()[0] == "on":
+        out["wal_sync_time_us"] = int(conn.execute(f"{MARK}SELECT {WAL_SYNC_TIME} FROM pg_stat_wal").fetchone()[0])
+    return out
 
 
 def _statements_schema(conn: psycopg.Connection) -> str:

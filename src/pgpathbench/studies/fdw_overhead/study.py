@@ -69,8 +69,9 @@ HOP_SCAN, HOP_SCANS = "SELECT abalance FROM pgbench_accounts WHERE aid = 1", 20
 # pg_stat_statements on every server: what postgres_fdw sent to the source is evidence, counted in
 # untimed passes (statements.py); the timed runs track nothing. Room for a pass's statements: on 15
 # each DECLARE CURSOR keeps its constant (one entry per account read), and an entry evicted during
-# a pass takes its calls with it.
-STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", TRACK: "none", "pg_stat_statements.max": "20000"}
+# a pass takes its calls with it. track_wal_io_timing: the evidence's WAL flush time (a commit's cost).
+STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", TRACK: "none", "pg_stat_statements.max": "20000",
+              "track_wal_io_timing": "on"}
 # Not read around a timed run, which tracks no statement: the passes count them.
 UNTRACKED = ("statements", "evictions")
 SCRIPT_FIX = "fix the script (pgbench's syntax: SQL commands ending in ';', and \\ meta-commands)"
