@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgpathbench.clients import SYNC_SCANS_OFF, session_env
+from pgpathbench.tools.clients import SYNC_SCANS_OFF, session_env
 from pgpathbench.errors import CaseError, UserError
 from pgpathbench.matrix import Case
 from pgpathbench.servers import binaries, guc

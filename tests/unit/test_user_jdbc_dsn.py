@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pgpathbench import clients
+from pgpathbench.tools import clients
 from pgpathbench.errors import UserError
 from pgpathbench.servers.user import parse_server
 from pgpathbench.studies import STUDIES

@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ... import user_queries
-from ...clients import check_jdbc_dsns, iteration_percentiles, require_clients, run_native_client
+from ...tools.clients import check_jdbc_dsns, iteration_percentiles, require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES
 from ...errors import CaseError, UserError

@@ -24,7 +24,7 @@ import shlex
 import subprocess
 import time
 
-from ...clients import check_jdbc_dsns, require_clients, run_native_client
+from ...tools.clients import check_jdbc_dsns, require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import QUERIES, SEED_ID
 from ...errors import CaseError, UserError
