@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from pgpathbench.compare import (compare, environment_differences, knob_differences, major_minor, not_judged,
+from pgpathbench.report.compare import (compare, environment_differences, knob_differences, major_minor, not_judged,
                                  pair_cases, slower, worse_beyond)
 from pgpathbench.errors import UserError
 from pgpathbench.matrix import Dimension, Parameter

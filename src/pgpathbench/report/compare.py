@@ -23,13 +23,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .errors import UserError
-from .matrix import knob_dimensions
-from .metrics import Metric
-from .report import Plot, Point, Table
-from .results.fingerprint import VOLATILE_SETTINGS, Environment, memory_text
-from .results.model import CaseResult, RunResult
-from .stats import CONFIDENCE, Shift, ratio_of_runs
+from ..errors import UserError
+from ..matrix import knob_dimensions
+from ..metrics import Metric
+from ..results.fingerprint import VOLATILE_SETTINGS, Environment, memory_text
+from ..results.model import CaseResult, RunResult
+from ..stats import CONFIDENCE, Shift, ratio_of_runs
+from . import Plot, Point, Table
 
 DEFAULT = "(default)"
 
