@@ -23,7 +23,8 @@ from pgpathbench.results.model import RunResult
 from pgpathbench.servers.paths import NetworkPath
 from pgpathbench.stats import Summary
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyEnv, StudyOptions
+from pgpathbench.studies.base import StudyEnv
+from pgpathbench.matrix import StudyOptions
 from pgpathbench.studies.interfaces import study as interfaces_study
 from pgpathbench.studies.interfaces.report import candidate_ranking, location_ranking, normalised, seed_groups
 from pgpathbench.studies.interfaces.spec import conndesc, numiter_text

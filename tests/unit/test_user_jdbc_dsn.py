@@ -12,7 +12,7 @@ from pgpathbench.tools import clients
 from pgpathbench.errors import UserError
 from pgpathbench.servers.user import parse_server
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyOptions
+from pgpathbench.matrix import StudyOptions
 
 STUDY = STUDIES["interfaces"]
 
