@@ -8,7 +8,7 @@ One `Fingerprint` per start or resume of a run (a session), with fixed sections:
 - tools: name -> version (pgbench, clients, drivers, tpchgen...);
 - setup: per PostgreSQL major, per study: what prepare() set up (scale, sizes, plans...).
 `compare` checks the facts CHECKED gives (as pyperf checks its metadata), nothing else.
-Version 1 (a flat dict per session) is read by `from_json` and mapped onto the sections.
+Version 1 (a flat dict per session) is mapped onto the sections on read (upgrade.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
+from .upgrade import upgrade_fingerprint
+
 FINGERPRINT_VERSION = 2
-MACHINE_KEYS = ("host", "cpu_model", "cores", "memory_bytes", "memory_limit_bytes", "kernel", "os", "python",
-                "pgpathbench", "user", "load_avg_at_start")
 
 
 @dataclass
@@ -36,23 +36,9 @@ class Fingerprint:
 
     @classmethod
     def from_json(cls, d: Mapping) -> "Fingerprint":
-        if d.get("version", 1) >= 2:
-            return cls(dict(d.get("machine") or {}), dict(d.get("servers") or {}), dict(d.get("paths") or {}),
-                       dict(d.get("tools") or {}), dict(d.get("setup") or {}), int(d["version"]))
-        # Version 1: machine keys, servers, links, client versions and study set-ups side by side.
-        fp = cls(version=1)
-        for key, value in d.items():
-            if key in MACHINE_KEYS:
-                fp.machine[key] = value
-            elif key == "servers":
-                fp.servers = dict(value or {})
-            elif key == "links":
-                fp.paths = dict(value or {})
-            elif isinstance(value, dict):
-                fp.setup.setdefault("", {})[key] = value
-            elif isinstance(value, str):
-                fp.tools[key] = value
-        return fp
+        d = upgrade_fingerprint(d)
+        return cls(dict(d.get("machine") or {}), dict(d.get("servers") or {}), dict(d.get("paths") or {}),
+                   dict(d.get("tools") or {}), dict(d.get("setup") or {}), int(d["version"]))
 
     def setup_of(self, study_key: str) -> dict:
         """A study's set-up facts, merged over majors (the last major's value wins per key)."""
