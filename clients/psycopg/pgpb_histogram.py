@@ -1,5 +1,5 @@
 """The contract's histogram of iteration times (clients/CONTRACT.md "Iteration times"), in Python:
-pgpb_psycopg records into it, and the orchestrator (pgpathbench.clients) reads the other clients'
+pgpb_psycopg records into it, and the orchestrator (pgpathbench.tools.clients) reads the other clients'
 histograms with the same bucket function. No imports: the client loads it from its own directory.
 
 Whole microseconds in log-linear buckets: a value v < 32 has its own bucket; otherwise, with

@@ -173,7 +173,7 @@ def _named_result(store, ref: str, name: str):
 
 
 def cmd_compare(args, out: Console, err: Console) -> int:
-    from .compare import environment_differences, pair_cases
+    from .report.compare import environment_differences, pair_cases
     if args.allow_unpaired and args.fail_if_slower is None:
         raise UserError("--allow-unpaired: relaxes the gate of --fail-if-slower PCT; give both, or neither")
     target = _html_target(args, ("--format", args.format))
@@ -197,7 +197,7 @@ def cmd_compare(args, out: Console, err: Console) -> int:
 def _gate(run_a, run_b, only_a: Sequence[str], pct: float, allow_unpaired: bool) -> int:
     """compare --fail-if-slower: 1 when a case got slower beyond PCT; else 3 when a case of A has no
     partner in B (unless allowed); else 0. Every case it did not judge is named on stderr."""
-    from .compare import not_judged, slower
+    from .report.compare import not_judged, slower
     failing = slower(run_a, run_b, STUDIES, pct)
     lines = [f"slower: {line}" for line in failing]
     lines += [f"not judged: {line}" for line in not_judged(run_a, run_b, STUDIES)]

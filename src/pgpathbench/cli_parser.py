@@ -16,12 +16,11 @@ from typing import Callable, Sequence
 from . import __version__, validate
 from .errors import UserError
 from .files import size_text
-from .matrix import Preset
+from .matrix import Preset, StudyOptions
 from .servers.topology import require_proxy
 from .studies import STUDIES
 from .results.convergence import MIN_ROUNDS
 from .results.exported import MAX_EXPORT_BYTES
-from .studies.base import StudyOptions
 
 FORMATS = ("table", "markdown", "csv", "json")
 COMMAND_NAMES = ("run", "studies", "runs", "report", "export", "compare", "doctor", "clean")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import validate
 from .errors import UserError
@@ -208,3 +208,22 @@ class Preset:
     repeat: int
     params: Mapping[str, object] = field(default_factory=dict)
     dims: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StudyOptions:
+    """Validated, frozen options of one study in one run (stored with the run, for resume)."""
+    study: str
+    preset: str
+    repeat: int
+    params: Mapping[str, Any]
+    dims: Mapping[str, tuple[str, ...]]
+
+    def to_json(self) -> dict:
+        return {"study": self.study, "preset": self.preset, "repeat": self.repeat,
+                "params": dict(self.params), "dims": {k: list(v) for k, v in self.dims.items()}}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "StudyOptions":
+        return cls(d["study"], d["preset"], d["repeat"], d["params"],
+                   {k: tuple(v) for k, v in d["dims"].items()})

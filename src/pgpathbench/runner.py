@@ -33,7 +33,7 @@ from . import clientenv, disk, plan, scratch
 from .environment import host_fingerprint
 from .evidence import collected
 from .errors import CaseError, Interrupted, RunFailed, ServerRefused, UserError, reason
-from .matrix import round_order
+from .matrix import StudyOptions, round_order
 from .procs import pid_alive
 from .progress import ProgressReporter, format_duration, headline
 from .results.fingerprint import Fingerprint
@@ -45,7 +45,7 @@ from .servers.user import UserDsn
 from .store import ResultsStore
 from .studies import get as get_study
 from .results.convergence import MIN_ROUNDS, plan_round
-from .studies.base import StudyEnv, StudyOptions, evidence_on, until_ci
+from .studies.base import StudyEnv, evidence_on, until_ci
 from .workspace import Workspace
 
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import REPO, contract_checksum
-from pgpathbench.clients import bucket, bucket_width, iteration_percentiles, session_env
+from pgpathbench.tools.clients import bucket, bucket_width, iteration_percentiles, session_env
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
 from pgpathbench.servers.cluster import Cluster, free_port

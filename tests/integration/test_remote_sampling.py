@@ -10,7 +10,8 @@ from conftest import medians_by_case, pgpathbench, report_json
 from pgpathbench.runner import Taken, new_run_id, take_measurement
 from pgpathbench.servers import binaries
 from pgpathbench.servers.topology import Servers
-from pgpathbench.studies.base import StudyEnv, StudyOptions
+from pgpathbench.studies.base import StudyEnv
+from pgpathbench.matrix import StudyOptions
 from pgpathbench.studies.remote_sampling import RemoteSampling, spec
 from pgpathbench.studies.remote_sampling import study as study_module
 from pgpathbench.workspace import Workspace

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, pgpathbench, spawn_pgpathbench, started_cluster
-from pgpathbench.clients import CLIENTS, session_env
+from pgpathbench.tools.clients import CLIENTS, session_env
 
 pytestmark = pytest.mark.integration
 

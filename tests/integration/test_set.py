@@ -17,10 +17,10 @@ import pytest
 
 from conftest import assert_user_error, pgpathbench, report_json, started_cluster
 
-from pgpathbench.matrix import Case
+from pgpathbench.matrix import Case, StudyOptions
 from pgpathbench.servers import fdw
 from pgpathbench.servers.cluster import SUPERUSER
-from pgpathbench.studies.base import StudyEnv, StudyOptions
+from pgpathbench.studies.base import StudyEnv
 
 pytestmark = pytest.mark.integration
 

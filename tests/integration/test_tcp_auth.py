@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from conftest import REPO, pgpathbench, started_cluster
-from pgpathbench.clients import CLIENTS, session_env
+from pgpathbench.tools.clients import CLIENTS, session_env
 
 pytestmark = pytest.mark.integration
 

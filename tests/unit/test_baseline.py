@@ -11,7 +11,7 @@ import pytest
 from pgpathbench.results.baseline import Baseline
 from pgpathbench.results.model import RunResult
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyOptions
+from pgpathbench.matrix import StudyOptions
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 

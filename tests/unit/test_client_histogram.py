@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from conftest import REPO
-from pgpathbench import clients
-from pgpathbench.clients import ClientOutputError, bucket, bucket_width, iteration_percentiles, parse_client_json
+from pgpathbench.tools import clients
+from pgpathbench.tools.clients import ClientOutputError, bucket, bucket_width, iteration_percentiles, parse_client_json
 
 TOOLS = REPO / ".tools" / "clients"
 

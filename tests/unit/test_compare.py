@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from pgpathbench.compare import (compare, environment_differences, knob_differences, major_minor, not_judged,
+from pgpathbench.results.fingerprint import major_minor
+from pgpathbench.report.compare import (compare, environment_differences, knob_differences, not_judged,
                                  pair_cases, slower, worse_beyond)
 from pgpathbench.errors import UserError
 from pgpathbench.matrix import Dimension, Parameter
@@ -317,3 +318,13 @@ def test_compare_names_both_runs_tool_versions_and_does_not_refuse_them():
     stored_before = RunResult.from_rows({**run("C", sessions=[{"version": 2, "machine": {"pgpathbench": "0.1.0"}}]),
                                          "studies": ["fdw-overhead"]}, [], [], [])
     assert stored_before.environment.tool_versions() == "0.1.0, commit unknown"
+
+
+def test_docs_quote_the_checked_sections():
+    """docs/results.md lists what compare checks: each of fingerprint.CHECKED's sections, as the tuple
+    says it, so the page changes with the code."""
+    from pathlib import Path
+
+    from pgpathbench.results.fingerprint import CHECKED
+    page = (Path(__file__).resolve().parents[2] / "docs" / "results.md").read_text()
+    assert all(f"- {words}\n" in page for words, _ in CHECKED)

@@ -8,11 +8,10 @@ import random
 
 import pytest
 
-from pgpathbench.matrix import round_order
+from pgpathbench.matrix import StudyOptions, round_order
 from pgpathbench.results.convergence import MIN_ROUNDS, closed_cases, half_width_pct, plan_round, verdicts
 from pgpathbench.results.model import RunResult
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyOptions
 
 STUDY = STUDIES["fdw-overhead"]
 LOCAL, FDW, FDW_EXT = "ro:local:1:0ms:15:simple", "ro:fdw_local:1:0ms:15:simple", "ro:fdw_external:1:0ms:15:simple"

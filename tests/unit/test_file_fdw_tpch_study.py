@@ -20,7 +20,8 @@ from pgpathbench.errors import UserError
 from pgpathbench.references import FILE_FDW_TPCH_SECONDS, file_fdw_tpch_slowdown
 from pgpathbench.results.model import RunResult
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyEnv, StudyOptions
+from pgpathbench.studies.base import StudyEnv
+from pgpathbench.matrix import StudyOptions
 from pgpathbench.studies.file_fdw_tpch.spec import (CLUSTER_SETTINGS, cluster_settings, disk_needed, expand_queries,
                                                     layout_settings, parse_query, parse_scale, scan_cores,
                                                     search_path)

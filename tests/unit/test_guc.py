@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pgpathbench.clients import SYNC_SCANS_OFF, session_env
+from pgpathbench.tools.clients import SYNC_SCANS_OFF, session_env
 from pgpathbench.errors import CaseError, UserError
-from pgpathbench.matrix import Case
+from pgpathbench.matrix import Case, StudyOptions
 from pgpathbench.servers import binaries, guc
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyEnv, StudyOptions
+from pgpathbench.studies.base import StudyEnv
 
 
 def options(**dims) -> StudyOptions:

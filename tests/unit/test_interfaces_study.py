@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import MASK64, contract_checksum, fnv1a_64
-from pgpathbench import clients
-from pgpathbench.clients import ClientOutputError, parse_client_json, repeated_checksum, spawn_measured
+from pgpathbench.tools import clients
+from pgpathbench.tools.clients import ClientOutputError, parse_client_json, repeated_checksum, spawn_measured
 from pgpathbench.errors import CaseError, UserError
 from pgpathbench.references import (INTERFACES_CANDIDATE_RANKING, INTERFACES_LOCCOMM_DURATION,
                                     INTERFACES_LOCATION_RANKING, INTERFACES_STRATEGY_AVG_DURATION,
@@ -23,7 +23,8 @@ from pgpathbench.results.model import RunResult
 from pgpathbench.servers.paths import NetworkPath
 from pgpathbench.stats import Summary
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyEnv, StudyOptions
+from pgpathbench.studies.base import StudyEnv
+from pgpathbench.matrix import StudyOptions
 from pgpathbench.studies.interfaces import study as interfaces_study
 from pgpathbench.studies.interfaces.report import candidate_ranking, location_ranking, normalised, seed_groups
 from pgpathbench.studies.interfaces.spec import conndesc, numiter_text

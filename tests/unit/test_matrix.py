@@ -4,9 +4,8 @@ import re
 import pytest
 
 from pgpathbench.errors import UserError
-from pgpathbench.matrix import Case, Dimension, cross, positive_int, round_order
+from pgpathbench.matrix import Case, Dimension, StudyOptions, cross, positive_int, round_order
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyOptions
 
 WORKLOAD = Dimension("workload", "", ("ro", "rw"))
 CLIENTS = Dimension("clients", "", parse=positive_int("clients"))

@@ -113,3 +113,14 @@ def test_failures_and_outlying_rounds_are_tabled_by_the_shared_code():
     assert failed.title == "Failed measurements (1)" and failed.rows[0][:3] == ["s", "b", 1]
     outliers = assemble.outliers_table(run, {"s": SimpleNamespace(primary_metric="t_ms")})
     assert outliers.rows == [["s", "b", "t_ms", 1, 4, "5.000", "round 3: 500.0"]]
+
+
+def test_a_version_1_fingerprint_is_read_into_sections():
+    from pgpathbench.results.fingerprint import Fingerprint
+    from pgpathbench.results.upgrade import upgrade_fingerprint
+    flat = {"host": "h", "cores": 2, "servers": {"source": {"version": "15.18"}}, "links": {"p": {"kind": "proxy"}},
+            "pgbench": "pgbench (PostgreSQL) 15.18", "fdw-overhead": {"scale": 10}}
+    fp = Fingerprint.from_json(flat)
+    assert (fp.machine, fp.servers, fp.paths, fp.version) == ({"host": "h", "cores": 2}, flat["servers"], flat["links"], 1)
+    assert (fp.tools, fp.setup) == ({"pgbench": flat["pgbench"]}, {"": {"fdw-overhead": {"scale": 10}}})
+    assert upgrade_fingerprint(fp.to_json() | {"version": 2}) == fp.to_json() | {"version": 2}   # version 2 as it is

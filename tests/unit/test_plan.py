@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 
 from pgpathbench import plan
-from pgpathbench.matrix import Case
+from pgpathbench.matrix import Case, StudyOptions
 from pgpathbench.plan import Estimate, estimate
 from pgpathbench.results.convergence import MIN_ROUNDS
 from pgpathbench.runner import _case_seconds, _plan
-from pgpathbench.studies.base import StudyOptions
 
 
 def test_each_case_counts_at_its_own_time_times_its_rounds_to_do():

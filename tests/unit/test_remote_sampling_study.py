@@ -12,7 +12,7 @@ from rich.console import Console
 from pgpathbench.errors import UserError
 from pgpathbench.report import render
 from pgpathbench.results.model import RunResult
-from pgpathbench.studies.base import StudyOptions
+from pgpathbench.matrix import StudyOptions
 from pgpathbench.studies.remote_sampling import RemoteSampling, spec, study
 from pgpathbench.studies.remote_sampling.spec import parse_fraction, parse_rows, row_count
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pgpathbench import clients
+from pgpathbench.tools import clients
 from pgpathbench.errors import UserError
 from pgpathbench.servers.user import parse_server
 from pgpathbench.studies import STUDIES
-from pgpathbench.studies.base import StudyOptions
+from pgpathbench.matrix import StudyOptions
 
 STUDY = STUDIES["interfaces"]
 

@@ -24,9 +24,9 @@ from dataclasses import asdict
 from datetime import datetime
 
 from ..environment import tool_version
+from ..results.exported import FORMAT_VERSION
 from ..results.model import CaseResult, Measurement, RunResult
 
-FORMAT_VERSION = 3
 FIELDS = ["run_id", "study", "case_id", "round", "session", "started_at", "ok", "error", "duration_s"]
 # The tool that took a measurement, from its session's machine section (not recorded: "unknown").
 TOOL_FIELDS = ["pgpathbench", "pgpathbench_commit", "pgpathbench_dirty"]

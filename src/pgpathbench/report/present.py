@@ -10,6 +10,7 @@ from rich.console import Console
 
 from ..results.model import RunResult
 from . import Table, assemble, export, render
+from .compare import compare
 
 
 def print_report(run: RunResult, fmt: str, out: Console, studies: Mapping, wide: bool = False) -> None:
@@ -40,7 +41,6 @@ def html_page(runs: Sequence[RunResult], studies: Mapping) -> str:
 def comparison(run_a: RunResult, run_b: RunResult, studies: Mapping, differences: Sequence[str], fmt: str) -> str | None:
     """The comparison as an HTML page (fmt 'html'), markdown, or None after printing nothing:
     the caller renders tables for the terminal with `comparison_tables`."""
-    from ..compare import compare
     from . import html
     tables, plots = compare(run_a, run_b, studies, differences)
     if fmt == "html":
@@ -50,7 +50,6 @@ def comparison(run_a: RunResult, run_b: RunResult, studies: Mapping, differences
 
 def print_comparison(run_a: RunResult, run_b: RunResult, studies: Mapping, differences: Sequence[str],
                      out: Console) -> None:
-    from ..compare import compare
     tables, _ = compare(run_a, run_b, studies, differences)
     render.to_terminal(tables, out)
 

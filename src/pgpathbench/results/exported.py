@@ -11,10 +11,11 @@ from pathlib import Path
 
 from .. import files
 from ..errors import UserError
-from ..report.export import FORMAT_VERSION
 from ..validate import EXPORT_SUFFIXES
 from .model import RunResult
 
+# The export format this code writes (report/export.py says what each version holds) and reads up to.
+FORMAT_VERSION = 3
 MAX_EXPORT_BYTES = 64 << 20   # what an export may hold, uncompressed (a paper run's is 4 MB)
 
 

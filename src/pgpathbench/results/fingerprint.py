@@ -7,18 +7,19 @@ One `Fingerprint` per start or resume of a run (a session), with fixed sections:
 - paths: by path id: kind, added latency, jitter, bandwidth;
 - tools: name -> version (pgbench, clients, drivers, tpchgen...);
 - setup: per PostgreSQL major, per study: what prepare() set up (scale, sizes, plans...).
-`compare` checks the facts listed in CHECKED (as pyperf checks its metadata), nothing else.
-Version 1 (a flat dict per session) is read by `from_json` and mapped onto the sections.
+`compare` checks the facts CHECKED gives (as pyperf checks its metadata), nothing else.
+Version 1 (a flat dict per session) is mapped onto the sections on read (upgrade.py).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Iterator, Mapping
+
+from .upgrade import upgrade_fingerprint
 
 FINGERPRINT_VERSION = 2
-MACHINE_KEYS = ("host", "cpu_model", "cores", "memory_bytes", "memory_limit_bytes", "kernel", "os", "python",
-                "pgpathbench", "user", "load_avg_at_start")
 
 
 @dataclass
@@ -35,23 +36,9 @@ class Fingerprint:
 
     @classmethod
     def from_json(cls, d: Mapping) -> "Fingerprint":
-        if d.get("version", 1) >= 2:
-            return cls(dict(d.get("machine") or {}), dict(d.get("servers") or {}), dict(d.get("paths") or {}),
-                       dict(d.get("tools") or {}), dict(d.get("setup") or {}), int(d["version"]))
-        # Version 1: machine keys, servers, links, client versions and study set-ups side by side.
-        fp = cls(version=1)
-        for key, value in d.items():
-            if key in MACHINE_KEYS:
-                fp.machine[key] = value
-            elif key == "servers":
-                fp.servers = dict(value or {})
-            elif key == "links":
-                fp.paths = dict(value or {})
-            elif isinstance(value, dict):
-                fp.setup.setdefault("", {})[key] = value
-            elif isinstance(value, str):
-                fp.tools[key] = value
-        return fp
+        d = upgrade_fingerprint(d)
+        return cls(dict(d.get("machine") or {}), dict(d.get("servers") or {}), dict(d.get("paths") or {}),
+                   dict(d.get("tools") or {}), dict(d.get("setup") or {}), int(d["version"]))
 
     def setup_of(self, study_key: str) -> dict:
         """A study's set-up facts, merged over majors (the last major's value wins per key)."""
@@ -106,10 +93,49 @@ class Environment:
 # Non-default settings that say where a server listens, not how it behaves.
 VOLATILE_SETTINGS = frozenset({"listen_addresses", "port", "unix_socket_directories", "data_directory",
                                "config_file", "hba_file", "ident_file", "external_pid_file"})
-CHECKED = (
-    "machine: CPU model, cores, memory",
-    "servers: version (major.minor) and every non-default setting, by role",
-    "paths: kind, added latency, jitter, bandwidth, by path id",
-    "tools: every recorded version (pgbench as major.minor)",
-    "study parameters: every --option the run's studies took",
+def major_minor(version: str | None) -> str:
+    """'PostgreSQL 15.18 (Debian ...) on x86_64...' or 'pgbench (PostgreSQL) 15.18' -> '15.18'."""
+    m = re.search(r"(\d+)\.(\d+)", version or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else (version or "?")
+
+
+Fact = tuple[str, str, str]   # (group, fact, value): ('server pg15_source', 'version', '15.18')
+
+
+def _machine_facts(fp: Fingerprint) -> Iterator[Fact]:
+    yield "machine", "CPU", str(fp.machine.get("cpu_model"))
+    yield "machine", "cores", str(fp.machine.get("cores"))
+    yield "machine", "memory", memory_text(fp.machine)
+
+
+def _tool_facts(fp: Fingerprint) -> Iterator[Fact]:
+    for key, value in fp.tools.items():
+        yield "client", key, major_minor(value) if key == "pgbench" else str(value)
+
+
+def _server_facts(fp: Fingerprint) -> Iterator[Fact]:
+    for role, srv in fp.servers.items():
+        yield f"server {role}", "version", major_minor(srv.get("version"))
+        for name, value in (srv.get("settings") or {}).items():
+            if name not in VOLATILE_SETTINGS:
+                yield f"server {role}", f"setting {name}", str(value)
+
+
+def _path_facts(fp: Fingerprint) -> Iterator[Fact]:
+    for name, path in fp.paths.items():
+        bw = path.get("bandwidth_kbit")
+        yield f"link {name}", "kind", str(path.get("kind"))
+        yield f"link {name}", "latency", f"{path.get('latency_ms')} ms"
+        yield f"link {name}", "jitter", f"{path.get('jitter_ms')} ms"
+        yield f"link {name}", "bandwidth", f"{bw} kbit/s" if bw else "unlimited"
+
+
+# The sections compare checks, in the order it lists differences: what they hold, in words (for
+# docs/results.md), and the facts each session's fingerprint gives. Besides these, compare checks
+# the run's own options: every --option its studies took, and which roles were the user's servers.
+CHECKED: tuple[tuple[str, Callable[[Fingerprint], Iterator[Fact]]], ...] = (
+    ("machine: CPU model, cores, memory", _machine_facts),
+    ("tools: every recorded version (pgbench as major.minor)", _tool_facts),
+    ("servers: version (major.minor) and every non-default setting, by role", _server_facts),
+    ("paths: kind, added latency, jitter, bandwidth, by path id", _path_facts),
 )

@@ -8,6 +8,9 @@ Up to version 2, a pgbench run that logged a random sample of its transactions (
 below 1) stored the sample's largest latency as latency_max_ms; version 3 gives latency_max_ms
 only over every transaction (tools/pgbench_log.py). A sample's maximum is no run's maximum (one
 was found below the run's average): it is not read as one. Its percentiles keep their meaning.
+
+Fingerprint version 1 kept a session's facts in one flat dict (machine keys, servers, links,
+client versions and study set-ups side by side); version 2 has fixed sections (fingerprint.py).
 """
 
 from __future__ import annotations
@@ -28,3 +31,27 @@ def upgrade_metrics(study: str, metrics: Mapping[str, Any], version: int) -> Map
         else:
             out[key] = value
     return out
+
+
+# The machine section's keys of a version-1 fingerprint.
+MACHINE_KEYS = ("host", "cpu_model", "cores", "memory_bytes", "memory_limit_bytes", "kernel", "os", "python",
+                "pgpathbench", "user", "load_avg_at_start")
+
+
+def upgrade_fingerprint(d: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A session's stored fingerprint in version 2's sections; a version-1 one keeps its version."""
+    if d.get("version", 1) >= 2:
+        return d
+    sections: dict[str, Any] = {"machine": {}, "servers": {}, "paths": {}, "tools": {}, "setup": {}, "version": 1}
+    for key, value in d.items():
+        if key in MACHINE_KEYS:
+            sections["machine"][key] = value
+        elif key == "servers":
+            sections["servers"] = dict(value or {})
+        elif key == "links":
+            sections["paths"] = dict(value or {})
+        elif isinstance(value, dict):
+            sections["setup"].setdefault("", {})[key] = value
+        elif isinstance(value, str):
+            sections["tools"][key] = value
+    return sections

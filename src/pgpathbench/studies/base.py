@@ -22,7 +22,7 @@ from ..errors import UserError
 from ..evidence import Watched
 from ..results.baseline import Baseline
 from ..results.convergence import MIN_ROUNDS
-from ..matrix import Case, Dimension, KnobFamily, Parameter, Preset
+from ..matrix import Case, Dimension, KnobFamily, Parameter, Preset, StudyOptions
 from ..metrics import Metric
 from ..report import Plot, Table
 from ..results.model import StudyResult
@@ -102,25 +102,6 @@ SET = guc.FAMILY
 def knob_families(*families: KnobFamily) -> dict[str, KnobFamily]:
     """A study's knob families by prefix: its own, and --set."""
     return {f.prefix: f for f in (*families, SET)}
-
-
-@dataclass(frozen=True)
-class StudyOptions:
-    """Validated, frozen options of one study in one run (stored with the run, for resume)."""
-    study: str
-    preset: str
-    repeat: int
-    params: Mapping[str, Any]
-    dims: Mapping[str, tuple[str, ...]]
-
-    def to_json(self) -> dict:
-        return {"study": self.study, "preset": self.preset, "repeat": self.repeat,
-                "params": dict(self.params), "dims": {k: list(v) for k, v in self.dims.items()}}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "StudyOptions":
-        return cls(d["study"], d["preset"], d["repeat"], d["params"],
-                   {k: tuple(v) for k, v in d["dims"].items()})
 
 
 @dataclass
@@ -244,23 +225,23 @@ class Declared:
             return getattr(self.vocabulary, attr)
         raise AttributeError(attr)
 
-    def refine(self, options: "StudyOptions", given: set[str]) -> "StudyOptions":
+    def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
         """Options the study derives from others, before its cases are made (`given`: the
         dimensions named on the command line); UserError for combinations it refuses."""
         return options
 
-    def check(self, options: "StudyOptions", bins: PgBinaries) -> None:
+    def check(self, options: StudyOptions, bins: PgBinaries) -> None:
         """Checks that need the binaries (a user's script parsed by pgbench), before anything is
         written; UserError naming the option. Here: --set's names, contexts and values' form (an
         override calls it too)."""
         guc.check(options, bins)
 
-    def user_sql(self, options: "StudyOptions") -> list[parse_check.Sql]:
+    def user_sql(self, options: StudyOptions) -> list[parse_check.Sql]:
         """The SQL of the user's files the run sends as it is (a --script's commands), which a server
         parses before anything is written (servers/parse_check.py)."""
         return []
 
-    def check_space(self, options: "StudyOptions", workspace) -> None:
+    def check_space(self, options: StudyOptions, workspace) -> None:
         """The workspace's free space against what the run's data takes there, before anything is
         written; UserError naming the option that sizes the data."""
 
@@ -269,12 +250,12 @@ class Declared:
         (stored alike: {"link", "median_ms", "p95_ms", "min_ms", "n"}), e.g. a one-row foreign scan."""
         return []
 
-    def expected_measurement_s(self, options: "StudyOptions") -> float | None:
+    def expected_measurement_s(self, options: StudyOptions) -> float | None:
         """About how long one measurement takes, for the plan's estimate (None: the store's history on this
         host tells, where it can: plan.py)."""
         return None
 
-    def check_user_servers(self, options: "StudyOptions", facts: Mapping[str, Any], dsns: Mapping[str, Any]) -> None:
+    def check_user_servers(self, options: StudyOptions, facts: Mapping[str, Any], dsns: Mapping[str, Any]) -> None:
         """Checks that need what the user's servers say of themselves (servers/user_checks.Facts by
         role: their versions...) or hold (dsns: servers/user.UserDsn by role, to read from), before
         anything is written; UserError naming the option."""

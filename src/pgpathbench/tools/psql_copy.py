@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..clients import RowChecksum, repeated_checksum, session_env
+from .clients import RowChecksum, repeated_checksum, session_env
 from .spawn import spawn_measured
 
 

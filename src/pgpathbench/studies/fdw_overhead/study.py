@@ -49,7 +49,7 @@ from ... import scratch
 from ...evidence import Watched
 from ...errors import ServerRefused, UserError
 from ...procs import password_env
-from ...matrix import Case, cross, not_applicable
+from ...matrix import Case, StudyOptions, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import copy_tables, fdw, guc, parse_check
@@ -57,7 +57,7 @@ from ...servers.network import time_statement
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
 from ...tools import pgbench, pgbench_log, pgbench_script
-from ..base import Declared, Setup, StudyEnv, StudyOptions, evidence_on, latencies_with_direct, links_requested, \
+from ..base import Declared, Setup, StudyEnv, evidence_on, latencies_with_direct, links_requested, \
     user_roles
 from . import report as study_report, spec, statements
 from .spec import HOP, ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...clients import session_env
+from ...tools.clients import session_env
 from ...datasets.seed003 import DB
 from ...servers import user
 from ...servers.paths import DIRECT

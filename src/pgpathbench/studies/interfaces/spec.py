@@ -14,7 +14,7 @@ presets, the metric catalogue, and which network path a case crosses.
 from __future__ import annotations
 
 from ... import user_queries, validate
-from ...clients import CLIENTS, ITERATION_METRICS
+from ...tools.clients import CLIENTS, ITERATION_METRICS
 from ...datasets.seed003 import QUERIES, SEED_ID
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue

@@ -39,12 +39,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ... import user_queries
-from ...clients import check_jdbc_dsns, iteration_percentiles, require_clients, run_native_client
+from ...tools.clients import check_jdbc_dsns, iteration_percentiles, require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES
 from ...errors import CaseError, UserError
 from ...evidence import Watched
-from ...matrix import Case, cross
+from ...matrix import Case, StudyOptions, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import guc, user
@@ -52,7 +52,7 @@ from ...servers.cluster import TCP_AUTH
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
 from ...tools.psql_copy import CopyFailed, Reference, copy_reference
-from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested
+from ..base import Declared, Setup, StudyEnv, latencies_with_direct, links_requested
 from . import charts, report as study_report, spec
 from .local import Target, local_targets, refine_local, say_local
 from .spec import LOCAL_ROLE, REMOTE_ROLE, client_times, process_figures, query_rank, split_sqlstrat

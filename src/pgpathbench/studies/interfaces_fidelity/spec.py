@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from ...clients import CLIENTS
+from ...tools.clients import CLIENTS
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
 from ...results.baseline import Baseline

@@ -24,18 +24,18 @@ import shlex
 import subprocess
 import time
 
-from ...clients import check_jdbc_dsns, require_clients, run_native_client
+from ...tools.clients import check_jdbc_dsns, require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import QUERIES, SEED_ID
 from ...errors import CaseError, UserError
-from ...matrix import Case, cross
+from ...matrix import Case, StudyOptions, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import guc
 from ...servers.paths import NetworkPath
 from ...tools.psql_copy import copy_reference
 from ...tools.spawn import spawn_measured
-from ..base import Declared, Setup, StudyEnv, StudyOptions
+from ..base import Declared, Setup, StudyEnv
 from ..interfaces.local import local_targets, refine_local, say_local
 from ..interfaces.spec import LOCAL_ROLE, client_times, process_figures
 from . import report as study_report, spec

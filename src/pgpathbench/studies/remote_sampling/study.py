@@ -40,13 +40,13 @@ from psycopg import sql
 from ...errors import CaseError, UserError, reason
 from ...evidence import Watched, flush_statistics
 from ...evidence.snapshots import Unavailable, read_statements, statement_deltas
-from ...matrix import Case, cross
+from ...matrix import Case, StudyOptions, cross
 from ...servers import fdw, guc
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ..base import Declared, Setup, StudyEnv, StudyOptions, latencies_with_direct, links_requested, user_roles
+from ..base import Declared, Setup, StudyEnv, latencies_with_direct, links_requested, user_roles
 from .report import study_plots, study_tables
 from . import spec
 from .spec import NA, ROW_BYTES, row_count, table_name, view_name

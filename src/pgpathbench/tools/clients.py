@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from .clientenv import child_env
-from .errors import CaseError, UserError
-from .metrics import Metric
-from .tools.spawn import MEASURE, spawn_measured
+from ..clientenv import child_env
+from ..errors import CaseError, UserError
+from ..metrics import Metric
+from .spawn import MEASURE, spawn_measured
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TOOLS = REPO / ".tools" / "clients"
 
 # Keys of the client's JSON, in the contract's order.
@@ -123,7 +123,7 @@ def session_env(settings: Mapping[str, str] | None = None) -> dict[str, str]:
     libpq or driver variables): UTF-8, and PGOPTIONS SYNC_SCANS_OFF (libpq and psql read it; the JDBC client
     passes it to pgjdbc as its options), with `settings` (a case's --set session settings, servers/guc.py)
     after it."""
-    from .servers.guc import pgoptions
+    from ..servers.guc import pgoptions
     return child_env(PGCLIENTENCODING="UTF8", PGOPTIONS=f"{SYNC_SCANS_OFF} {pgoptions(settings or {})}".strip())
 
 

@@ -18,33 +18,19 @@ worse by more than PCT percent at 95% confidence; `not_judged` the paired cases 
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .errors import UserError
-from .matrix import knob_dimensions
-from .metrics import Metric
-from .report import Plot, Point, Table
-from .results.fingerprint import VOLATILE_SETTINGS, Environment, memory_text
-from .results.model import CaseResult, RunResult
-from .stats import CONFIDENCE, Shift, ratio_of_runs
+from ..errors import UserError
+from ..matrix import knob_dimensions
+from ..metrics import Metric
+from ..results.fingerprint import CHECKED, Environment
+from ..results.model import CaseResult, RunResult
+from ..stats import CONFIDENCE, Shift, ratio_of_runs
+from . import Plot, Point, Table
 
 DEFAULT = "(default)"
-
-
-def major_minor(version: str | None) -> str:
-    """'PostgreSQL 15.18 (Debian ...) on x86_64...' or 'pgbench (PostgreSQL) 15.18' -> '15.18'."""
-    m = re.search(r"(\d+)\.(\d+)", version or "")
-    return f"{m.group(1)}.{m.group(2)}" if m else (version or "?")
-
-
-def _path_facts(path: Mapping) -> dict[str, str]:
-    """A path's definition in words: kind, added latency and jitter, bandwidth limit."""
-    bw = path.get("bandwidth_kbit")
-    return {"kind": str(path.get("kind")), "latency": f"{path.get('latency_ms')} ms",
-            "jitter": f"{path.get('jitter_ms')} ms", "bandwidth": f"{bw} kbit/s" if bw else "unlimited"}
 
 
 def _environment(run: RunResult | Mapping) -> tuple[Environment, Mapping]:
@@ -54,27 +40,15 @@ def _environment(run: RunResult | Mapping) -> tuple[Environment, Mapping]:
 
 
 def environment_facts(run: RunResult | Mapping) -> dict[str, dict[str, set[str]]]:
-    """The facts fingerprint.CHECKED lists, by group: 'machine', 'client', 'server ROLE',
-    'link PATH', 'STUDY parameters'. Values are sets: a resumed run has one session per start,
-    and they may differ."""
+    """The facts fingerprint.CHECKED gives, by group ('machine', 'client', 'server ROLE',
+    'link PATH'), then the run's options: 'STUDY parameters', 'servers'. Values are sets: a
+    resumed run has one session per start, and they may differ."""
     environment, options = _environment(run)
     facts: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for s in environment.sessions:
-        m = facts["machine"]
-        m["CPU"].add(str(s.machine.get("cpu_model")))
-        m["cores"].add(str(s.machine.get("cores")))
-        m["memory"].add(memory_text(s.machine))
-        for key, value in s.tools.items():
-            facts["client"][key].add(major_minor(value) if key == "pgbench" else str(value))
-        for role, srv in s.servers.items():
-            g = facts[f"server {role}"]
-            g["version"].add(major_minor(srv.get("version")))
-            for name, value in (srv.get("settings") or {}).items():
-                if name not in VOLATILE_SETTINGS:
-                    g[f"setting {name}"].add(str(value))
-        for name, path in s.paths.items():
-            for attr, value in _path_facts(path).items():
-                facts[f"link {name}"][attr].add(value)
+        for _, facts_of in CHECKED:
+            for group, name, value in facts_of(s):
+                facts[group][name].add(value)
     for so in options.get("studies") or []:
         for k, v in (so.get("params") or {}).items():
             if k != "servers":   # below, with the runs that gave none
