@@ -12,6 +12,7 @@ import psycopg
 from . import scratch
 from .procs import OsUser
 from .servers.binaries import at_hand
+from .servers.citus import TREE, tree_facts
 from .servers.cluster import postmaster_pid, release_ipc, socket_dir, stop_pid
 from .servers.ledger import Ledger
 from .servers.user import parse_server
@@ -54,6 +55,9 @@ def clean(ws: Workspace, remove_results: bool = False) -> list[str]:
         shutil.rmtree(socket_dir(ws.results_dir), ignore_errors=True)
         shutil.rmtree(ws.results_dir, ignore_errors=True)
         said.append(f"removed the results cluster {ws.results_dir}")
+    if remove_results and tree_facts():   # outside the workspace: shared by every workspace of this checkout
+        said.append(f"kept pgpathbench's own PostgreSQL with Citus in {TREE}: scripts/install-citus --remove "
+                    "removes it")
     return said or ["nothing to clean"]
 
 
