@@ -18,12 +18,14 @@ from ...references import (FILE_FDW_TPCH_PARSE_MB_S_PER_CORE, FILE_FDW_TPCH_SECO
 from ...report import Plot, Point, Table
 from ...results.model import CaseResult, StudyResult
 from ...stats import Summary, ratio_summary, summarise
-from .spec import BASELINE, LAYOUT_SYSTEM, LAYOUTS, PRIMARY_METRIC, STORAGES, query_label, query_rank, scan_cores
+from .spec import (BASELINE, DEFAULT_STORAGES, LAYOUT_SYSTEM, PRIMARY_METRIC, STORAGES, layout_rank, query_label,
+                   query_rank, scan_cores)
 
 Series = dict[tuple[str, str, str, str], dict[int, float]]   # (query, storage, layout, pg) -> round: seconds
 V1_SETUP_PREFIX = "file_fdw_tpch_pg"
 SYSTEM_NAMES = {"postgresql": "PostgreSQL", "citusdb": "CitusDB"}
 SEED_SETTINGS = ("shared_buffers", "work_mem")   # the two the seed states
+PUBLISHED = ("regular", "foreign")               # the seed's storages
 
 
 def seconds_series(result: StudyResult) -> Series:
@@ -53,7 +55,7 @@ def slowdowns(result: StudyResult) -> dict[tuple[str, str, str], Slowdown]:
     found = BASELINE.ratios(result.cases, PRIMARY_METRIC)
     out = {}
     for case in result.cases:
-        if case.case_id in found:
+        if case.case_id in found and case["storage"] == "foreign":
             base, ratio = found[case.case_id]
             q, _, la, pg = _key(case)
             out[(q, la, pg)] = Slowdown(series[_key(case)], series[_key(base)], ratio)
@@ -97,7 +99,7 @@ def storages_in(series: Series) -> list[str]:
 
 
 def seed_table(series: Series) -> Table:
-    layouts = [la for la in LAYOUTS if any(k[2] == la for k in series)]
+    layouts = sorted({k[2] for k in series}, key=layout_rank)
     storages = storages_in(series)
     pgs = majors_in(series)
     rows = []
@@ -108,7 +110,7 @@ def seed_table(series: Series) -> Table:
                 for st in storages:
                     v = series.get((q, st, la, pg))
                     row.append(summarise(list(v.values())).median if v else None)
-            row += [FILE_FDW_TPCH_SECONDS.get((q, system, st)) for system in SYSTEM_NAMES for st in STORAGES]
+            row += [FILE_FDW_TPCH_SECONDS.get((q, system, st)) for system in SYSTEM_NAMES for st in PUBLISHED]
             rows.append(row)
     cols = ["Query"] + (["PG"] if len(pgs) > 1 else [])
     cols += [f"{la} {st}" for la in layouts for st in storages]
@@ -131,7 +133,7 @@ def slowdown_table(series: Series, slow: dict[tuple[str, str, str], Slowdown]) -
         return None
     rows = []
     found: dict[tuple, float] = {}
-    for (q, la, pg), (fdw, reg, r) in sorted(slow.items(), key=lambda kv: (int(kv[0][2]), LAYOUTS.index(kv[0][1]),
+    for (q, la, pg), (fdw, reg, r) in sorted(slow.items(), key=lambda kv: (int(kv[0][2]), layout_rank(kv[0][1]),
                                                                              query_rank(kv[0][0]))):
         rs, fs = summarise(list(reg.values())), summarise(list(fdw.values()))
         found[(q, la, pg)] = r.median
@@ -164,8 +166,10 @@ def cpu_table(result: StudyResult) -> Table | None:
     CPU-bound comparison where the data does not fit in memory here (regular scans then cost the
     kernel as much as PostgreSQL, and their seconds depend on what the page cache kept)."""
     rows = []
-    for case in sorted(result.cases, key=lambda c: (int(c.get("pg", "15")), LAYOUTS.index(c["layout"]),
+    for case in sorted(result.cases, key=lambda c: (int(c.get("pg", "15")), layout_rank(c["layout"]),
                                                     query_rank(c["queries"]))):
+        if case["storage"] != "foreign":
+            continue
         base = BASELINE.twins(result.cases).get(case.case_id)
         mine, theirs = user_cpu_s(case), user_cpu_s(base) if base else {}
         r = ratio_summary(mine, theirs) if mine and theirs else None
@@ -240,7 +244,7 @@ def plans_table(series: Series, env: dict[str, dict]) -> Table | None:
     for pg in majors_in(series):
         plans = (env.get(pg) or {}).get("plans") or {}
         for q in queries_in(series):
-            for la in LAYOUTS:
+            for la in sorted({k.split(":")[2] for k in plans}, key=layout_rank):
                 reg, fdw = plans.get(f"{q}:regular:{la}"), plans.get(f"{q}:foreign:{la}")
                 if not reg or not fdw:
                     continue
@@ -268,7 +272,7 @@ def answers_table(env: dict[str, dict]) -> Table | None:
     for pg, fp in sorted(env.items()):
         if "answers" not in fp:
             continue
-        sides = len(fp.get("storages", STORAGES)) * len(fp.get("layouts", []))
+        sides = len(fp.get("storages", DEFAULT_STORAGES)) * len(fp.get("layouts", []))
         for q, a in fp["answers"].items():
             rows.append([query_label(q), pg, a.get("rows"), f"{len(a.get('agreeing', []))} of {sides}",
                          a.get("duckdb"), a.get("digest")])
@@ -279,7 +283,7 @@ def answers_table(env: dict[str, dict]) -> Table | None:
         return None
     return Table("Answer checks (the warm-up run of every case)", [
         "Query", "PG", "Rows", "Sides agreeing", "DuckDB", "Digest"], rows,
-        [("Sides: regular and foreign on every layout" if all(len(fp.get("storages", STORAGES)) > 1 for fp in
+        [("Sides: regular and foreign on every layout" if all(len(fp.get("storages", DEFAULT_STORAGES)) > 1 for fp in
                                                               env.values() if "answers" in fp)
           else "Sides: the storages measured") + ", compared exactly (sorted rows, PostgreSQL's numerics are "
          "exact); DuckDB runs the specification's text (Q2, Q17, Q20, Q21 with their correlated subqueries, "
