@@ -128,11 +128,15 @@ def workers_of(conn: psycopg.Connection) -> list[dict]:
 
 
 def facts(conn: psycopg.Connection) -> dict:
-    """The coordinator's view: Citus's version, its nodes, and how they connect to each other."""
+    """The coordinator's view: Citus's version, its nodes, and how they connect to each other
+    (citus.node_conninfo is readable by superusers and pg_read_all_settings only)."""
+    readable = conn.execute("SELECT rolsuper OR pg_has_role(oid, 'pg_read_all_settings', 'USAGE') FROM pg_roles "
+                            "WHERE rolname = current_user").fetchone()[0]
+    conninfo = conn.execute("SELECT current_setting('citus.node_conninfo')").fetchone()[0] if readable else \
+        f"not readable by {conn.info.user} (superusers and pg_read_all_settings only)"
     return {"version": conn.execute("SELECT citus_version()").fetchone()[0],
             "extension": conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'citus'").fetchone()[0],
-            "nodes": nodes(conn),
-            "node_conninfo": conn.execute("SELECT current_setting('citus.node_conninfo')").fetchone()[0]}
+            "nodes": nodes(conn), "node_conninfo": conninfo}
 
 
 def links(conn: psycopg.Connection) -> list[dict]:

@@ -252,11 +252,15 @@ class UserServer:
         self.ledger.add(self.run_id, self.name, self.dsn.shown, self.dsn.dbname, schema=schema)
         self.created.append(schema)
 
-    def watched_own(self, role: str) -> Watched:
-        """The DSN's own database as the evidence collector reads it (our schemas' activity)."""
+    def watched_own(self, role: str, host: str | None = None, port: int | None = None) -> Watched:
+        """The DSN's own database as the evidence collector reads it (our schemas' activity); at
+        host:port instead, the same database and login on another node of the user's (a Citus worker)."""
+        # another node: the password libpq found for the DSN (the nodes of a Citus cluster share a role's)
+        dsn = self.dsn if host is None else replace(self.dsn, params={**self.dsn.params, "host": host,
+                                                                      "port": str(port)}, password=self.password)
         with self.dsn.connect(read_only=True) as conn:
             own = conn.info.dbname
-        return Watched(role, lambda: self.dsn.connect(read_only=True), None, (own,))
+        return Watched(role, lambda: dsn.connect(read_only=True), None, (own,))
 
     def watched(self, role: str, *databases: str) -> Watched:
         """Read through our first database (pg_stat_statements is there if template1 has it); its

@@ -59,6 +59,7 @@ class CitusNodes:
     (none for a user's cluster: pg_dist_node lists its own)."""
     coordinator: Server
     workers: list[Cluster] = field(default_factory=list)
+    user_workers: list[dict] = field(default_factory=list)   # a user's cluster's, from pg_dist_node
 
     @property
     def managed(self) -> bool:
@@ -77,8 +78,9 @@ class CitusNodes:
 
     def watched(self) -> list[Watched]:
         """The coordinator and each managed worker, whose activity (the tasks) is a case's evidence."""
-        if not self.managed:
-            return [self.coordinator.watched_own(ROLE)]
+        if not self.managed:   # its workers' processes are not visible from here: their SQL only
+            return [self.coordinator.watched_own(ROLE)] + [
+                self.coordinator.watched_own(f"worker{k}", w["host"], w["port"]) for k, w in enumerate(self.user_workers, 1)]
         return [self.coordinator.watched(ROLE, DB)] + [w.watched(f"citus_worker{k}", DB)
                                                        for k, w in enumerate(self.workers, 1)]
 
@@ -89,7 +91,8 @@ def start(env: StudyEnv, shape: Shape, settings: dict[str, str]) -> CitusNodes:
     preload = {**settings, **engine.PRELOAD}
     coordinator = env.servers.server(ROLE, settings=preload)
     if not coordinator.managed:
-        return CitusNodes(coordinator)
+        with coordinator.connect_own() as conn:
+            return CitusNodes(coordinator, user_workers=engine.workers_of(conn))
     workers = [env.servers.cluster(f"citus_worker{k}", settings=preload, secret=coordinator.password)
                for k in range(1, shape.workers + 1)]
     for node in (coordinator, *workers):
