@@ -222,6 +222,17 @@ def facts(nodes: CitusNodes, shape: Shape) -> dict:
     return out
 
 
+def file_sizes(facts: dict) -> dict[str, int]:
+    """table -> the bytes of its foreign shards' files (on one node each: a reference table's are alike)."""
+    sizes: dict[str, int] = {}
+    seen = set()
+    for f in facts.get("shard_files", []):
+        if f["shard"] not in seen:
+            seen.add(f["shard"])
+            sizes[f["table"]] = sizes.get(f["table"], 0) + f["bytes"]
+    return sizes
+
+
 def links(conn: psycopg.Connection) -> list[dict]:
     """The TLS Citus's connections to the workers use, read on the workers right after a query
     (while the coordinator session keeps them cached)."""

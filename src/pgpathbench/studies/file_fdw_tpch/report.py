@@ -18,7 +18,9 @@ from ...references import (FILE_FDW_TPCH_PARSE_MB_S_PER_CORE, FILE_FDW_TPCH_SECO
 from ...report import Plot, Point, Table
 from ...results.model import CaseResult, StudyResult
 from ...stats import Summary, ratio_summary, summarise
-from .spec import (BASELINE, DEFAULT_STORAGES, LAYOUT_SYSTEM, PRIMARY_METRIC, STORAGES, layout_rank, query_label,
+from . import report_engines
+from .citus import file_sizes as citus_file_sizes
+from .spec import (BASELINE, CITUS, DEFAULT_STORAGES, LAYOUT_SYSTEM, PRIMARY_METRIC, STORAGES, canonical, layout_rank, query_label,
                    query_rank, scan_cores)
 
 Series = dict[tuple[str, str, str, str], dict[int, float]]   # (query, storage, layout, pg) -> round: seconds
@@ -89,7 +91,8 @@ def tables(result: StudyResult) -> list[Table]:
         return []
     env, slow = setups(result), slowdowns(result)
     found = [seed_table(series), slowdown_table(series, slow), cpu_table(result), parse_table(series, slow, env),
-             plans_table(series, env), answers_table(env), data_table(env)]
+             plans_table(series, env), report_engines.spread_table(env), report_engines.columnar_table(env, series),
+             report_engines.cluster_table(env), answers_table(env), data_table(env)]
     return [t for t in found if t is not None]
 
 
@@ -120,8 +123,10 @@ def seed_table(series: Series) -> Table:
                  [f"Published: {FILE_FDW_TPCH_SOURCE}. Compare slowdowns, not seconds, across machines and "
                   "scales.",
                   "single: one core per query (the seed's PostgreSQL); partitioned: lineitem and orders in N "
-                  "partitions with parallel query; scaleout: N instances behind postgres_fdw (the seed's "
-                  "CitusDB: one node, 4 blocks).", "Published seconds: with report --wide (or in markdown, HTML); "
+                  "partitions with parallel query; postgres_fdw (scaleout in runs stored before it had the name): "
+                  "N instances behind postgres_fdw; citus: Citus, lineitem and orders in N shards on its worker "
+                  "nodes (the seed's CitusDB: one worker node, 4 blocks); columnar: Citus's columnar access "
+                  "method.", "Published seconds: with report --wide (or in markdown, HTML); "
                   + ("the slowdowns they give are in the next table." if len(storages) > 1 else
                      "without a foreign side here, there is no slowdown of ours to set beside theirs.")],
                  align_left=2 if len(pgs) > 1 else 1, detail=tuple(range(len(cols) - 4, len(cols))))
@@ -209,7 +214,9 @@ def parse_table(series: Series, slow: dict[tuple[str, str, str], Slowdown], env:
     rows = []
     for (q, st, la, pg), values in sorted(series.items()):
         fp = env.get(pg) or {}
-        nbytes = (fp.get("files") or {}).get(SCAN_QUERIES.get(q, ""))
+        # on citus, the shards' files it parsed (COPY's text: char(n) padded)
+        files = citus_file_sizes(fp.get("citus") or {}) if canonical(la) == CITUS else fp.get("files") or {}
+        nbytes = files.get(SCAN_QUERIES.get(q, ""))
         if st != "foreign" or not nbytes:
             continue
         plan = (fp.get("plans") or {}).get(f"{q}:foreign:{la}") or {}
@@ -225,8 +232,8 @@ def parse_table(series: Series, slow: dict[tuple[str, str, str], Slowdown], env:
         "Query", "Layout", "PG", "File MB", "Foreign s", "Cores", "MB/s", "MB/s per core",
         "Parse only, MB/s per core", "Published MB/s per core"], rows,
         ["MB/s: the file's bytes over the query's median time on file_fdw (the seed's arithmetic: lineitem "
-         "over the time of Q1 or Q6). Cores: processes that parse (1 + the plan's parallel workers; the "
-         "instances of the scale-out layout). Parse only: the bytes over the extra time file_fdw takes "
+         "over the time of Q1 or Q6). Cores: processes that parse (1 + the plan's parallel workers; one per "
+         "shard on postgres_fdw and citus). Parse only: the bytes over the extra time file_fdw takes "
          "(foreign - regular, paired by round).", "Published: the seed's 7.2 GB lineitem in a little over "
          "200 s on one core."], align_left=3)
 

@@ -160,7 +160,8 @@ class FileFdwTpch(Declared):
         if shape.columnar:
             facts["reads"] = checks.reads(conns, shape, plans)
         facts["plans"] = {f"{q}:{st}:{la}": v for (q, la, st), v in plans.items()}
-        env.state.update(sizes=files.sizes(), plans=plans, answers=digests)
+        env.state.update(sizes=files.sizes(), plans=plans, answers=digests,
+                         citus_sizes=citus.file_sizes(facts.get("citus") or {}))
         return Setup(tools, facts)
 
     # -- one measurement --------------------------------------------------------------------
@@ -209,7 +210,8 @@ class FileFdwTpch(Declared):
         if case.case_id in st.get("sort_methods", {}):
             metrics["sort_methods"] = st["sort_methods"][case.case_id]
         if storage == "foreign" and q in SCAN_QUERIES:
-            metrics.update(scan_metrics(st["sizes"][SCAN_QUERIES[q]], seconds, scan_cores(layout, workers,
+            sizes = st["citus_sizes"] if layout == CITUS else st["sizes"]   # its shards' files, on citus
+            metrics.update(scan_metrics(sizes[SCAN_QUERIES[q]], seconds, scan_cores(layout, workers,
                                                                                           shape.partitions)))
         return metrics
 
