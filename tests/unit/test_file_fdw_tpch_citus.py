@@ -106,3 +106,58 @@ def test_what_a_plan_read_counts_every_tasks_pages_and_files():
     pages = read_bytes(q1_plan(**{"Shared Hit Blocks": 10, "Shared Read Blocks": 5}), 8192)
     assert pages == {"buffer_bytes": (3 + 4 * 15) * 8192, "file_bytes": 0}
     assert read_bytes(q1_plan("Foreign Scan"))["file_bytes"] == 4 * 1000
+
+
+# --- the report's tables of the citus layout and the columnar storage ----------------------------------
+def run_with(measurements, facts):
+    from test_file_fdw_tpch_study import study_result
+    return study_result(measurements, facts)
+
+
+CITUS_FACTS = {
+    "scale": 0.1, "partitions": 4, "layouts": ["single", "citus"], "storages": ["regular", "foreign", "columnar"],
+    "files": {"lineitem": 1000, "orders": 400},
+    "plans": {"q1:regular:citus": {"shape": "tasks(lineitem)", "workers": 0,
+                                   "tasks": distributed_tasks(q1_plan())},
+              "q1:regular:single": {"shape": "lineitem", "workers": 0},
+              "q3:regular:postgres_fdw": {"shape": "HashJoin(remote(orders INNER JOIN lineitem), customer)",
+                                          "workers": 0},
+              "q22:regular:citus": {"shape": "refused by Citus", "workers": 0, "refused": "Citus cannot run it: x"}},
+    "reads": {f"q6:{st}:single": {"buffer_bytes": b, "file_bytes": f}
+              for st, b, f in (("regular", 100e6, 0), ("foreign", 0, 80e6), ("columnar", 10e6, 0))},
+    "citus": {"version": "Citus 13.2.0 on x86_64", "extension": "13.2-1", "managed": True,
+              "node_conninfo": "sslmode=require",
+              "nodes": [{"host": "127.0.0.1", "port": 5432, "group": 0}, {"host": "127.0.0.1", "port": 5433, "group": 1}],
+              "links": [{"worker": "127.0.0.1:5433", "connections": 4,
+                         "tls": [{"ssl": True, "version": "TLSv1.3", "cipher": "TLS_AES_256_GCM_SHA384"}]}],
+              "schemas": {"regular": "citus_regular"},
+              "shards": [{"schema": "citus_regular", "table": "lineitem", "shard": 102008 + k} for k in range(4)],
+              "shard_files": [{"table": "lineitem", "shard": 102040 + k, "bytes": 300} for k in range(4)]}}
+
+
+def table(tables, title):
+    return next(t for t in tables if t.title.startswith(title))
+
+
+def test_the_report_says_where_each_layout_ran_and_what_columnar_read():
+    from pgpathbench.studies.file_fdw_tpch.report import tables
+    ms = [{**m, "metrics": {"duration_ms": ms_}} for m, ms_ in (
+        (measurement_of("q6", st, "single", rnd), base * f) for rnd, f in ((1, 1.0), (2, 1.2), (3, 0.9))
+        for st, base in (("regular", 100.0), ("foreign", 500.0), ("columnar", 50.0)))]
+    found = tables(run_with(ms, CITUS_FACTS))
+    rows = {(r[0], r[1], r[2]): r for r in table(found, "Where each layout ran").rows}
+    assert rows[("Q1", "citus", "regular")][4:] == ["4 tasks: worker1 x4", "Aggregate (Hashed) over Seq Scan lineitem (x4)"]
+    assert rows[("Q3", "postgres_fdw", "regular")][4:] == ["4 instances", "pushed down: orders INNER JOIN lineitem"]
+    assert rows[("Q22", "citus", "regular")][5] == "Citus cannot run it: x"
+    (q6,) = table(found, "Columnar against regular").rows
+    assert q6[:7] == ["Q6", "single", "15", 100.0, 80.0, 10.0, 0.1]
+    assert q6[10] == pytest.approx(0.5)                 # columnar / regular seconds, paired by round
+    cluster = {r[1]: r for r in table(found, "The Citus cluster").rows}
+    assert cluster["nodes"][2] == "coordinator 127.0.0.1:5432, worker1 127.0.0.1:5433"
+    assert cluster["links"][3] == "worker1: 4 connections, TLSv1.3 TLS_AES_256_GCM_SHA384"
+    assert cluster["foreign shard files: lineitem"][3] == "4 files; 1.20x the .tbl's bytes (COPY pads char(n) columns)"
+
+
+def measurement_of(q, storage, layout, rnd):
+    from test_file_fdw_tpch_study import measurement
+    return measurement(q, storage, layout, rnd, 0)
