@@ -120,7 +120,7 @@ def test_one_build_for_every_server_and_citus_preloaded_on_its_nodes_only(resume
         s = servers[name]
         assert s["bindir"] == str(tree.bindir) and s["version"] == servers["pg15_tpch"]["version"], name
         assert s["preload"] == ("" if name == "pg15_tpch" else "citus"), name
-        assert ("citus_settings" in s) == (name != "pg15_tpch"), name
+        assert ("citus_settings" in s) == (name != "pg15_tpch") == (s.get("citus") == citus.tree_facts()["citus_extension"]), name
     assert servers["pg15_coordinator"]["citus_settings"]["citus.node_conninfo"] == "sslmode=require"
     links = setup(resumed[2])["citus"]["links"]
     assert links and all(link["connections"] > 0 and all(t["ssl"] for t in link["tls"]) for link in links), links

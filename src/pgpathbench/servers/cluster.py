@@ -340,8 +340,10 @@ class Cluster:
                 "AND name NOT IN ('port', 'unix_socket_directories', 'data_directory', 'config_file', "
                 "'hba_file', 'ident_file') ORDER BY name").fetchall())
             citus = dict(conn.execute("SELECT name, setting FROM pg_settings WHERE name LIKE 'citus.%' ORDER BY name"))
+            loaded = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'citus'").fetchone() \
+                if citus else None
         return {"version": version, "major": self.bins.major, "settings": settings, "preload": preload,
-                **({"citus_settings": citus} if citus else {}), "bindir": str(self.bins.bindir),
+                **({"citus": loaded[0], "citus_settings": citus} if citus else {}), "bindir": str(self.bins.bindir),
                 "binaries": getattr(self.bins, "origin", str(self.bins.bindir)),
                 "client_tools_major": getattr(self.bins, "client_major", self.bins.major),
                 "auth": {"local": "trust (private 0700 socket dir)", "tcp": self.tcp_auth}}
