@@ -18,6 +18,7 @@ import psycopg
 from . import scratch
 from .servers.binaries import PgBinaries
 from .servers.cluster import postmaster_pid, socket_dir, stop_pid
+from .servers.citus import TREE, tree_facts
 from .servers.ledger import Ledger
 from .servers.netns import netns_owners, remove_netns_links
 from .servers.topology import NETNS_STATE, Servers, free_crashed
@@ -46,6 +47,9 @@ def clean(ws: Workspace, bins: PgBinaries, everything: bool = False, results_dsn
         said += _remove_results_cluster(ws) if results_dsn is None else [
             "kept the results: clean never drops a --results-dsn database, nor the results cluster when it is "
             "not the store"]
+        if tree_facts():   # outside the workspace: shared by every workspace of this checkout
+            said.append(f"kept pgpathbench's own PostgreSQL with Citus in {TREE}: scripts/install-citus --remove "
+                        "removes it")
     return said or ["nothing to clean"]
 
 

@@ -9,7 +9,7 @@ import psycopg
 
 from .clientenv import user_conninfo
 from .errors import UserError
-from .servers import binaries, user_checks
+from .servers import binaries, citus, user_checks
 from .servers.user import UserDsn
 from .servers.cluster import postmaster_pid
 from .servers.network import available_link_kinds
@@ -34,6 +34,7 @@ def checks(workspace: str | None, server_user: str | None, pg_bindir: str | None
             add("server version", True, bins.version())
         for ext in ("postgres_fdw", "file_fdw"):
             add(f"extension {ext}", bins.has_extension(ext), str(bins.sharedir() / "extension"))
+        add("citus", *citus.describe(bins), required=False)
     except UserError as e:
         add("PostgreSQL binaries", False, str(e))
     for pkg in ("psycopg", "rich"):

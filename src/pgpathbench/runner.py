@@ -152,10 +152,13 @@ class Runner:
         self.user_dsns = user_dsns or {}   # --server ROLE=DSN, passwords included (never stored)
 
     def binaries(self, options: StudyOptions) -> dict[str, PgBinaries]:
-        """The binaries of every major the run asks for (--pg), fetched now if need be."""
+        """The binaries of every major the run asks for (--pg), fetched now if need be; the study may
+        run another build of a major (file-fdw-tpch's Citus)."""
         majors = options.dims.get("pg", (str(self.bins.major),))
-        return {m: self.bins if int(m) == self.bins.major else
-                binaries.resolve(int(m), workspace=self.workspace, log=self.progress.log) for m in majors}
+        study = get_study(options.study)
+        return {m: study.server_binaries(options, self.bins if int(m) == self.bins.major else
+                                         binaries.resolve(int(m), workspace=self.workspace, log=self.progress.log))
+                for m in majors}
 
     def start(self, options: StudyOptions, seed: int | None = None) -> str:
         self.binaries(options)  # a missing or unfetchable version fails before anything is written

@@ -27,6 +27,10 @@ OTHER_PROGRAMS = {
     "--parts": "tpchgen-cli's: the part files of the partitioned layout (file-fdw-tpch.md)",
     "--part": "tpchgen-cli's, as --parts",
     "--porcelain": "git status's: how an export's dirty flag is read (results.md)",
+    "--prebuilt": "scripts/install-citus's: install the vendored build (file-fdw-tpch.md, Citus)",
+    "--source": "scripts/install-citus's, as --prebuilt",
+    "--patch": "scripts/install-citus's, as --prebuilt",
+    "--remove": "scripts/install-citus's: remove the tool's own PostgreSQL with Citus",
     "--scope": "systemd-run's: a run in a memory cgroup on cgroup v2 (reproduction.md, 100M rows)",
 }
 

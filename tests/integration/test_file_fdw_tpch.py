@@ -1,5 +1,5 @@
 """file-fdw-tpch against real managed PostgreSQL servers, at the quick preset (TPC-H SF 0.01, 6
-rounds) with every layout (the preset has two: the test asks for the scale-out one too).
+rounds) with the stock layouts (the preset has two: the test asks for the postgres_fdw one too).
 
 Asserts answers (every query's rows the same on regular, foreign and every layout, and the same
 as DuckDB's over the same files), that every query x storage x layout was measured, stored and
@@ -19,7 +19,7 @@ from conftest import our_processes, pgpathbench, report_json
 pytestmark = pytest.mark.integration
 
 QUERIES = ("q1", "q3", "q5", "q6", "q10", "q12", "q14", "q19")
-LAYOUTS = ("single", "partitioned", "scaleout")
+LAYOUTS = ("single", "partitioned", "postgres_fdw")
 STORAGES = ("regular", "foreign")
 # Rows each query returns at any scale (Q3 and Q10 are LIMITed, the others group on few keys).
 ROWS = {"q1": 4, "q3": 10, "q5": 5, "q6": 1, "q10": 20, "q12": 2, "q14": 1, "q19": 1}
@@ -139,7 +139,7 @@ def test_settings_load_figures_and_plans_recorded(quick):
     plans = fp["plans"]
     assert len(plans) == len(QUERIES) * 2 * 3
     assert "Foreign Scan" in plans["q6:foreign:single"]["text"] and "Seq Scan" in plans["q6:regular:single"]["text"]
-    assert "Async Foreign Scan" in plans["q6:foreign:scaleout"]["text"]
+    assert "Async Foreign Scan" in plans["q6:foreign:postgres_fdw"]["text"]
     assert plans["q1:regular:single"]["workers"] == 0
 
 

@@ -81,7 +81,8 @@ def test_tpch_on_a_user_server_measures_its_regular_side_and_leaves_it_as_found(
                                            "markdown": markdown, "csv": csv, "ps": "\n".join(cmdlines)})
 
 
-@pytest.mark.parametrize("case", ["storage foreign", "layout partitioned", "layout scaleout", "worker"])
+@pytest.mark.parametrize("case", ["storage foreign", "layout partitioned", "layout scaleout", "worker",
+                                  "coordinator foreign"])
 def test_what_a_user_server_cannot_run_is_refused_with_nothing_written(server, workspace_root, case):
     ws = workspace_root / f"ws-user-tpch-bad-{case.replace(' ', '-')}"
     dsn = f"{server.dsn()} password={server.password()}"
@@ -91,12 +92,15 @@ def test_what_a_user_server_cannot_run_is_refused_with_nothing_written(server, w
                             "file_fdw reads files on the server's own disk"),
         "layout partitioned": (["--server", f"tpch={dsn}", "--layout", "partitioned"],
                                "--layout partitioned: your server in the tpch role (--server tpch) cannot run it"),
+        # the postgres_fdw layout, by the name runs stored before it had it
         "layout scaleout": (["--server", f"tpch={dsn}", "--layout", "single,scaleout"],
-                            "--layout scaleout: your server in the tpch role (--server tpch) cannot run it: its "
+                            "--layout postgres_fdw: your server in the tpch role (--server tpch) cannot run it: its "
                             "workers are managed servers on this machine's loopback"),
         "worker": (["--server", f"worker={dsn}"], "--server worker: the worker role of file-fdw-tpch cannot be a "
                                                   "user server: its file_fdw partitions read files on the "
                                                   "server's own disk"),
+        "coordinator foreign": (["--server", f"coordinator={dsn}", "--storage", "foreign"],
+                                "--storage foreign: your Citus cluster (--server coordinator) cannot run it"),
     }[case]
     server.mark_log()
     res = pgpathbench("run", "file-fdw-tpch", *QUICK, *args, workspace=ws)

@@ -157,7 +157,7 @@ def test_default_matrix_is_the_seeds_eight_on_both_storages_and_every_layout():
     cases = STUDY.cases(options())
     assert len(cases) == 8 * 2 * 3
     ids = {c.case_id for c in cases}
-    assert "q6:foreign:scaleout:15" in ids and "q1:regular:single:15" in ids
+    assert "q6:foreign:postgres_fdw:15" in ids and "q1:regular:single:15" in ids
     assert [name for name, _ in cases[0].dims] == ["queries", "storage", "layout", "pg"]
 
 
@@ -175,6 +175,8 @@ def test_cli_dimension_validation():
         dim.validate("1,23", "--queries")
     with pytest.raises(UserError, match="--layout: unknown value 'cluster'"):
         STUDY.dimensions["layout"].validate("single,cluster", "--layout")
+    # the postgres_fdw layout's name in runs stored before it had it
+    assert STUDY.dimensions["layout"].validate("scaleout,citus", "--layout") == ("postgres_fdw", "citus")
 
 
 def test_presets():
@@ -189,11 +191,14 @@ def test_layout_settings_and_search_path():
     part = layout_settings("partitioned", 4)
     assert part["max_parallel_workers_per_gather"] == "3" and part["enable_partitionwise_join"] == "on"
     assert layout_settings("partitioned", 1)["max_parallel_workers_per_gather"] == "1"
-    scaleout = layout_settings("scaleout", 4)
-    assert scaleout["max_parallel_workers_per_gather"] == "0" and scaleout["enable_partitionwise_join"] == "on"
-    assert scaleout["enable_partitionwise_aggregate"] == "off"   # else no asynchronous Append
+    fdw = layout_settings("postgres_fdw", 4)
+    assert fdw["max_parallel_workers_per_gather"] == "0" and fdw["enable_partitionwise_join"] == "on"
+    assert fdw["enable_partitionwise_aggregate"] == "off"   # else no asynchronous Append
+    assert layout_settings("scaleout", 4) == fdw             # a stored run's name for it
+    assert layout_settings("citus", 4)["max_parallel_workers_per_gather"] == "0"   # its workers run the shards
     assert search_path("single", "foreign") == "single_foreign"
-    assert search_path("scaleout", "regular") == "scaleout_regular, single_regular"
+    assert search_path("postgres_fdw", "regular") == "postgres_fdw_regular, single_regular"
+    assert search_path("citus", "columnar") == "citus_columnar"   # its own reference tables
 
 
 def test_temp_file_limit_is_each_process_share_of_the_reserved_spill():

@@ -118,7 +118,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 # Gone on branch wt-citus (Shape moved to studies/file_fdw_tpch/shape.py): this test says when to
 # delete the entry, once that branch is merged.
-PENDING_CYCLES = [["pgpathbench.studies.file_fdw_tpch.objects", "pgpathbench.studies.file_fdw_tpch.study"]]
+PENDING_CYCLES: list[list[str]] = []
 
 
 def test_no_import_cycle():

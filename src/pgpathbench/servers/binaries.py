@@ -131,11 +131,12 @@ class PgBinaries:
         return self
 
     def sharedir(self) -> Path:
-        # Debian splits /usr/lib/postgresql/N/bin and /usr/share/postgresql/N; other installs keep
+        # Debian splits PREFIX/lib/postgresql/N/bin and PREFIX/share/postgresql/N (PREFIX /usr, or
+        # the tree scripts/install-citus unpacks a Debian package into); other installs keep
         # share/ beside bin/, with PostgreSQL's own postgresql/ below it unless the prefix names
         # postgres or pgsql (zonky bundles: share/postgresql/extension).
-        if self.bindir == Path(f"/usr/lib/postgresql/{self.major}/bin"):
-            return Path("/usr/share/postgresql") / str(self.major)
+        if self.bindir.parts[-4:] == ("lib", "postgresql", str(self.major), "bin"):
+            return self.bindir.parents[3] / "share" / "postgresql" / str(self.major)
         share = self.bindir.parent / "share"
         for candidate in (share / "postgresql", share):
             if (candidate / "extension").is_dir():

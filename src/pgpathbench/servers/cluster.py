@@ -69,6 +69,9 @@ class Cluster:
     port: int | None = None
     netns: dict | None = None       # when the server sits on its own network stack (see network.py)
     tcp_auth: str = TCP_AUTH[0]     # pg_hba.conf's method for TCP, and the stored password's form
+    # The password to initialise with (None: a new one): the nodes of one Citus cluster share one,
+    # which pg_dist_authinfo gives Citus's connections between them (servers/citus.py).
+    secret: str | None = field(default=None, repr=False)
     _proc: subprocess.Popen | None = field(default=None, repr=False)
 
     # -- paths ------------------------------------------------------------------------------
@@ -120,7 +123,7 @@ class Cluster:
             d.mkdir(exist_ok=True)
             os.chmod(d, 0o700)
             self.user.chown(d)
-        secret = secrets.token_urlsafe(24)
+        secret = self.secret or secrets.token_urlsafe(24)
         _write_private(self.password_file, secret + "\n")
         (self.root / "pgpass").unlink(missing_ok=True)    # the passfile property writes it anew
         pwfile = self.root / "initdb.pw"
@@ -354,14 +357,19 @@ class Cluster:
                 conn.execute(f'CREATE DATABASE "{dbname}"')
 
     def fingerprint(self) -> dict:
-        """What of this server changes a result: version and every non-default setting."""
+        """What of this server changes a result: its build (version, binaries), what it preloads,
+        every non-default setting, and Citus's settings when it runs Citus."""
         with self.connect() as conn:
-            version = conn.execute("SELECT version()").fetchone()[0]
+            version, preload = conn.execute("SELECT version(), current_setting('shared_preload_libraries')").fetchone()
             settings = dict(conn.execute(
                 "SELECT name, setting FROM pg_settings WHERE source NOT IN ('default', 'override') "
                 "AND name NOT IN ('port', 'unix_socket_directories', 'data_directory', 'config_file', "
                 "'hba_file', 'ident_file') ORDER BY name").fetchall())
-        return {"version": version, "major": self.bins.major, "settings": settings,
+            citus = dict(conn.execute("SELECT name, setting FROM pg_settings WHERE name LIKE 'citus.%' ORDER BY name"))
+            loaded = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'citus'").fetchone() \
+                if citus else None
+        return {"version": version, "major": self.bins.major, "settings": settings, "preload": preload,
+                **({"citus": loaded[0], "citus_settings": citus} if citus else {}), "bindir": str(self.bins.bindir),
                 "binaries": getattr(self.bins, "origin", str(self.bins.bindir)),
                 "client_tools_major": getattr(self.bins, "client_major", self.bins.major),
                 "auth": {"local": "trust (private 0700 socket dir)", "tcp": self.tcp_auth}}
@@ -427,7 +435,10 @@ def release_ipc(data: Path, bins: PgBinaries, user: OsUser) -> str | None:
     while (processes_in(data) or pid_exists(recorded)) and time.monotonic() < deadline:
         time.sleep(0.05)
     try:
-        done = user.run([str(bins.path("postgres")), "--single", "-D", str(data), "-F", "postgres"],
+        # No preloaded library (citus): it is not needed to free memory, and the binaries at hand
+        # may not have it (clean uses Debian's for a server of pgpathbench's own Citus tree).
+        done = user.run([str(bins.path("postgres")), "--single", "-D", str(data), "-F",
+                         "-c", "shared_preload_libraries=", "postgres"],
                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                         text=True, timeout=START_TIMEOUT_S)
     except subprocess.TimeoutExpired:   # a long crash recovery: the memory stays, the data goes

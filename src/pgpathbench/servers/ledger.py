@@ -4,6 +4,8 @@ Each database is recorded before it is made, with the DSN minus its password; th
 the database is dropped. A database is dropped only if it is still marked ours: its COMMENT names
 the run (made right after it), or it has no comment and was recorded by that run (killed between
 the two). A CREATE that fails removes its entry at once: the name may belong to someone else.
+A schema of ours in the DSN's own database (a Citus coordinator's: entries with "schema") is kept
+the same way, and dropped with CASCADE (on Citus, with its shards on the workers).
 """
 
 from __future__ import annotations
@@ -47,14 +49,16 @@ class Ledger:
         with self._locked() as entries:
             return [e for e in entries if run_id is None or e["run_id"] == run_id]
 
-    def add(self, run_id: str, role: str, dsn: str, database: str) -> None:
+    def add(self, run_id: str, role: str, dsn: str, database: str | None, schema: str | None = None) -> None:
         with self._locked() as entries:
             entries.append({"run_id": run_id, "role": role, "dsn": dsn, "database": database,
+                            **({"schema": schema} if schema else {}),
                             "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
-    def forget(self, run_id: str, database: str, dsn: str) -> None:
+    def forget(self, run_id: str, database: str | None, dsn: str, schema: str | None = None) -> None:
         with self._locked() as entries:
-            entries[:] = [e for e in entries if (e["run_id"], e["database"], e["dsn"]) != (run_id, database, dsn)]
+            entries[:] = [e for e in entries if (e["run_id"], e["database"], e["dsn"], e.get("schema")) !=
+                          (run_id, database, dsn, schema)]
 
     def drop(self, run_id: str, role: str | None, connect: Callable[[], psycopg.Connection],
              dsn: str | None = None) -> list[str]:
@@ -69,9 +73,9 @@ class Ledger:
             # (15's DROP DATABASE waits for a checkpoint), or a database of ours stays behind.
             conn.execute("SET statement_timeout = 0")
             conn.execute("SET lock_timeout = 0")
-            for e in mine:
-                said.append(drop_database(conn, e))
-                self.forget(e["run_id"], e["database"], e["dsn"])
+            for e in sorted(mine, key=lambda e: "schema" not in e):   # schemas live in the DSN's database
+                said.append(drop_schema(conn, e) if "schema" in e else drop_database(conn, e))
+                self.forget(e["run_id"], e["database"], e["dsn"], e.get("schema"))
         return said
 
 
@@ -88,3 +92,18 @@ def drop_database(conn: psycopg.Connection, entry: dict) -> str:
     force = sql.SQL(" WITH (FORCE)") if conn.info.server_version >= 130000 else sql.SQL("")
     conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}{}").format(sql.Identifier(db), force))
     return f"dropped database {where}"
+
+
+def drop_schema(conn: psycopg.Connection, entry: dict) -> str:
+    """DROP SCHEMA ... CASCADE of one entry if it is still ours (its COMMENT names the run, or it has
+    none: killed between CREATE and COMMENT). `conn` is in the DSN's own database, where it lives."""
+    schema, run_id = entry["schema"], entry["run_id"]
+    row = conn.execute("SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
+                       (schema,)).fetchone()
+    where = f"schema {schema} in {entry['database'] or 'the DSN database'} on {entry['dsn']}"
+    if row is None:
+        return f"{where}: already gone"
+    if row[0] is not None and not row[0].startswith(f"{MARK} {run_id},"):
+        return f"{where}: left alone, its comment does not name run {run_id}"
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    return f"dropped {where}"

@@ -72,7 +72,7 @@ class Servers:
 
     def cluster(self, name: str, settings: dict[str, str] | None = None, remote: bool = False,
                 bandwidth_kbit: int | None = None, bins: PgBinaries | None = None,
-                tcp_auth: str = TCP_AUTH[0]) -> Cluster:
+                tcp_auth: str = TCP_AUTH[0], secret: str | None = None) -> Cluster:
         """A started cluster named `name` for this run (made fresh on first request).
 
         A remote role sits on its own network stack when we can make one (root): a network
@@ -81,7 +81,7 @@ class Servers:
         """
         if name not in self.clusters:
             c = Cluster(name, self.root / name, bins or self.bins, self.workspace.server_user, settings or {},
-                        tcp_auth=tcp_auth)
+                        tcp_auth=tcp_auth, secret=secret)
             c.remove()  # a resumed run starts from clean data, never from a killed run's leftovers
             if remote:
                 c.netns = self._namespace(name, bandwidth_kbit)
@@ -284,8 +284,8 @@ class ServerScope:
         self.servers, self.prefix, self.bins = servers, prefix, bins
 
     def cluster(self, name: str, settings: dict[str, str] | None = None, remote: bool = False,
-                bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0]) -> Cluster:
-        return self.servers.cluster(self.prefix + name, settings, remote, bandwidth_kbit, self.bins, tcp_auth)
+                bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0], secret: str | None = None) -> Cluster:
+        return self.servers.cluster(self.prefix + name, settings, remote, bandwidth_kbit, self.bins, tcp_auth, secret)
 
     def server(self, role: str, settings: dict[str, str] | None = None, remote: bool = False,
                bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0]) -> Server:

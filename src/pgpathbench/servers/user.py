@@ -243,10 +243,35 @@ class UserServer:
                 self.ledger.forget(self.run_id, real, self.dsn.shown)   # the name may be someone else's
                 raise
         with self.dsn.connect(real) as conn:   # from inside it: nothing but CREATE runs in the user's database
-            conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
-                sql.Identifier(real), sql.Literal(f"{MARK} {self.run_id}, role {self.name}: removed when the "
-                                                  "run ends, or by 'pgpathbench clean'")))
+            conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(real),
+                                                                       sql.Literal(self.mark(real))))
         self.created.append(real)
+
+    # -- the DSN's own database (a Citus coordinator's: its metadata is per database) ----------------
+    def connect_own(self, **kw) -> psycopg.Connection:
+        """The DSN's own database, writable: only for a role whose objects are schemas of ours there
+        (record_schema), never anything else of the user's."""
+        return self.dsn.connect(**kw)
+
+    def mark(self, name: str) -> str:
+        """The COMMENT that marks an object of ours (a database, a schema) as this run's."""
+        return f"{MARK} {self.run_id}, role {self.name}: removed when the run ends, or by 'pgpathbench clean'"
+
+    def record_schema(self, schema: str) -> None:
+        """A schema of ours in the DSN's own database, recorded in the ledger before it is made (the
+        study makes it, with COMMENT ON SCHEMA ... IS mark()); dropped with the databases."""
+        self.ledger.add(self.run_id, self.name, self.dsn.shown, self.dsn.dbname, schema=schema)
+        self.created.append(schema)
+
+    def watched_own(self, role: str, host: str | None = None, port: int | None = None) -> Watched:
+        """The DSN's own database as the evidence collector reads it (our schemas' activity); at
+        host:port instead, the same database and login on another node of the user's (a Citus worker)."""
+        # another node: the password libpq found for the DSN (the nodes of a Citus cluster share a role's)
+        dsn = self.dsn if host is None else replace(self.dsn, params={**self.dsn.params, "host": host,
+                                                                      "port": str(port)}, password=self.password)
+        with self.dsn.connect(read_only=True) as conn:
+            own = conn.info.dbname
+        return Watched(role, lambda: dsn.connect(read_only=True), None, (own,))
 
     def watched(self, role: str, *databases: str) -> Watched:
         """Read through our first database (pg_stat_statements is there if template1 has it); its
@@ -261,7 +286,7 @@ class UserServer:
 
     # -- the end -------------------------------------------------------------------------------
     def drop_databases(self) -> list[str]:
-        """DROP every database of ours here (ledger entries of this run and role)."""
+        """DROP every database and schema of ours here (ledger entries of this run and role)."""
         return self.ledger.drop(self.run_id, self.name, lambda: self.dsn.connect())
 
     def exit_reason(self) -> None:

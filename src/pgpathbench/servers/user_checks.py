@@ -31,6 +31,8 @@ class Facts:
     template1_fdw: bool | None          # postgres_fdw in template1 with USAGE for us (None: template1 unreadable)
     template1_extensions: frozenset[str]
     tls: bool
+    extensions: frozenset[str] = frozenset()   # those of the DSN's own database
+    create_schema: bool = False                 # whether our login may create schemas there
 
 
 def _one_line(e: Exception) -> str:
@@ -46,6 +48,8 @@ def inspect(dsn: UserDsn) -> Facts:
                 "FROM pg_roles WHERE rolname = current_user").fetchone()
             available = frozenset(r[0] for r in conn.execute("SELECT name FROM pg_available_extensions"))
             tls = conn.pgconn.ssl_in_use
+            own = frozenset(r[0] for r in conn.execute("SELECT extname FROM pg_extension"))
+            create_schema = conn.execute("SELECT has_database_privilege(current_database(), 'CREATE')").fetchone()[0]
     except psycopg.Error as e:
         raise UserError(f"--server {dsn.role}: cannot connect ({_one_line(e)}); check the DSN, and give the "
                         "password in it, by PGPASSWORD or in ~/.pgpass") from None
@@ -58,7 +62,7 @@ def inspect(dsn: UserDsn) -> Facts:
             installed = frozenset(r[0] for r in conn.execute("SELECT extname FROM pg_extension"))
     except psycopg.Error:
         pass
-    return Facts(user, num, superuser, createdb, available, fdw, installed, tls)
+    return Facts(user, num, superuser, createdb, available, fdw, installed, tls, own, create_schema)
 
 
 def _createdb(f: Facts) -> str | None:
@@ -77,7 +81,20 @@ def _postgres_fdw(f: Facts) -> str | None:
             f"CREATE EXTENSION postgres_fdw; GRANT USAGE ON FOREIGN DATA WRAPPER postgres_fdw TO {f.user}")
 
 
-REQUIREMENTS: Mapping[str, Callable[[Facts], str | None]] = {"createdb": _createdb, "postgres_fdw": _postgres_fdw}
+def _citus(f: Facts) -> str | None:
+    """A Citus coordinator: citus in the DSN's own database (its metadata is per database), where our
+    schemas go."""
+    if "citus" not in f.extensions:
+        return ("the DSN's database has no citus extension; give the DSN of your Citus coordinator's database "
+                "(where CREATE EXTENSION citus was run)")
+    if not f.create_schema:
+        return (f"role {f.user} may not create schemas in the DSN's database, where pgpathbench's tables go; a "
+                f"DBA runs there: GRANT CREATE ON DATABASE <the DSN's database> TO {f.user}")
+    return None
+
+
+REQUIREMENTS: Mapping[str, Callable[[Facts], str | None]] = {"createdb": _createdb, "postgres_fdw": _postgres_fdw,
+                                                             "citus": _citus}
 
 
 def evidence_note(f: Facts) -> str:
@@ -164,7 +181,8 @@ def doctor_rows(dsns: Mapping[str, UserDsn]) -> list[tuple[str, bool, str, bool]
                                  f"as {f.user}" + (", TLS" if f.tls else ", no TLS"), True))
         for need, check in REQUIREMENTS.items():
             problem = check(f)
-            rows.append((f"server {role}: {need}", problem is None, problem or "ok", True))
+            # a Citus coordinator is one role of one study: a note for any other server
+            rows.append((f"server {role}: {need}", problem is None, problem or "ok", need != "citus"))
         rows.append((f"server {role}: pg_stat_statements", "pg_stat_statements" in f.template1_extensions,
                      evidence_note(f), False))
         rtt = measure_rtt(dsn.conninfo(), 50, dsn.passfile, dsn.password)

@@ -72,14 +72,15 @@ def copy_slice(conninfo: str, table: str, path: Path, start: int, end: int, pass
 # --- tasks on a pool of connections ---------------------------------------------------------------
 @dataclass
 class Task:
-    """One unit of load work: a slice COPY'd into a table, or one statement (VACUUM, ANALYZE)."""
+    """One unit of load work: a slice COPY'd into a table, or statements (VACUUM, ANALYZE) run one
+    after the other on one connection, each its own transaction."""
     group: str                    # what it counts towards: "load single", "analyze foreign partitioned"...
     conninfo: str
     table: str = ""
     path: Path | None = None
     start: int = 0
     end: int = 0
-    sql: str = ""
+    sql: str | tuple[str, ...] = ""
     weight: float = 0.0           # bytes of work, for longest-first ordering
     password: str | None = field(default=None, repr=False)
 
@@ -92,7 +93,8 @@ class Task:
             copy_slice(self.conninfo, self.table, self.path, self.start, self.end, self.password)
         else:
             with _connect(self.conninfo, self.password) as conn:
-                conn.execute(self.sql)
+                for statement in (self.sql,) if isinstance(self.sql, str) else self.sql:
+                    conn.execute(statement)
 
 
 def copy_tasks(group: str, conninfo: str, table: str, path: Path, slice_bytes: int,

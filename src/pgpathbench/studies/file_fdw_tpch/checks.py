@@ -13,9 +13,9 @@ import psycopg
 
 from ...datasets.tpch.answers import AnswerMismatch, agreement, duckdb_answers
 from ...datasets.tpch.files import TpchFiles, scale_text
-from ...datasets.tpch.plans import plan_shape, plan_workers
+from ...datasets.tpch.plans import distributed_tasks, plan_shape, plan_workers, read_bytes
 from ...errors import UserError
-from .spec import CORES, DUCKDB_MAX_SCALE
+from .spec import CITUS, CORES, DUCKDB_MAX_SCALE
 
 
 def _refused(q: str, side: str, e: Exception) -> UserError:
@@ -25,7 +25,10 @@ def _refused(q: str, side: str, e: Exception) -> UserError:
 
 
 def explain(conns, shape) -> dict[tuple[str, str, str], dict]:
-    """(query, layout, storage) -> the plan's shape, parallel workers and EXPLAIN text."""
+    """(query, layout, storage) -> the plan's shape, parallel workers and EXPLAIN text; on the citus
+    layout, every task (distributed_tasks: its node, what ran on its shard). A query Citus cannot
+    plan (FeatureNotSupported: some of TPC-H's correlated subqueries) gets its reason, "refused":
+    its warm-up is skipped and its measurements fail with it."""
     plans = {}
     for q in shape.queries:
         text = shape.text(q)
@@ -34,14 +37,43 @@ def explain(conns, shape) -> dict[tuple[str, str, str], dict]:
             try:
                 doc = conn.execute(f"EXPLAIN (FORMAT JSON) {text}\n").fetchone()[0]
                 lines = [r[0] for r in conn.execute(f"EXPLAIN (COSTS OFF) {text}\n").fetchall()]
+            except psycopg.errors.FeatureNotSupported as e:
+                if layout != CITUS:
+                    raise
+                plans[(q, layout, storage)] = {"shape": "refused by Citus", "workers": 0, "text": "",
+                                               "refused": f"Citus cannot run it: {str(e).strip().splitlines()[0]}"}
+                continue
             except psycopg.Error as e:
                 if q not in shape.user:
                     raise
                 raise _refused(q, f"{storage}/{layout}", e) from None
             root = (doc[0] if isinstance(doc, list) else doc)["Plan"]
             plans[(q, layout, storage)] = {"shape": plan_shape(root), "workers": plan_workers(root),
-                                           "text": "\n".join(lines)}
+                                           "text": "\n".join(lines),
+                                           **({"tasks": distributed_tasks(root)} if layout == CITUS else {})}
     return plans
+
+
+def reads(conns, shape, plans) -> dict[str, dict]:
+    """'query:storage:layout' -> what one execution read (EXPLAIN (ANALYZE, BUFFERS): pages through
+    shared buffers and files parsed, plans.read_bytes) and its execution time: the columnar storage
+    against the regular tables and file_fdw."""
+    out = {}
+    for q in shape.queries:
+        for layout, storage in shape.sides:
+            if "refused" in plans[(q, layout, storage)]:
+                continue
+            conn = conns[(layout, storage)]
+            block = int(conn.execute("SHOW block_size").fetchone()[0])
+            try:
+                doc = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {shape.text(q)}\n").fetchone()[0]
+            except (psycopg.errors.QueryCanceled, psycopg.errors.ConfigurationLimitExceeded) as e:
+                out[f"{q}:{storage}:{layout}"] = {"error": str(e).strip().splitlines()[0]}
+                continue
+            top = doc[0] if isinstance(doc, list) else doc
+            out[f"{q}:{storage}:{layout}"] = {**read_bytes(top["Plan"], block),
+                                              "execution_ms": round(top.get("Execution Time", 0.0), 3)}
+    return out
 
 
 def _run(conn, q: str, text: str, user: bool, side: str) -> list:
@@ -61,15 +93,20 @@ def _run(conn, q: str, text: str, user: bool, side: str) -> list:
         raise _refused(q, side, e) from None
 
 
-def warm_up_and_check(conns, files: TpchFiles | None, shape) -> tuple[dict, dict, dict[str, str]]:
-    """Every case once (the warm-up), its rows compared with every other side's and DuckDB's.
-    Returns the answers (per query), DuckDB's record and the checked digest of each query."""
+def warm_up_and_check(conns, files: TpchFiles | None, shape, plans=None) -> tuple[dict, dict, dict[str, str]]:
+    """Every case once (the warm-up), its rows compared with every other side's and DuckDB's; the
+    sides whose plan was refused (explain()) are left out, unchecked. Returns the answers (per
+    query), DuckDB's record and the checked digest of each query."""
     results: dict[str, dict[str, list]] = {q: {} for q in shape.queries}
     skipped: dict[str, list[str]] = {q: [] for q in shape.queries}
     for q in shape.queries:
         text = shape.text(q)
         for layout, storage in shape.sides:
             side = f"{storage}/{layout}"
+            refused = ((plans or {}).get((q, layout, storage)) or {}).get("refused")
+            if refused:
+                skipped[q].append(f"{side}: {refused}")
+                continue
             try:
                 results[q][side] = _run(conns[(layout, storage)], q, text, q in shape.user, side)
             except psycopg.errors.QueryCanceled:

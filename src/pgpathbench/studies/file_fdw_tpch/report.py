@@ -18,12 +18,16 @@ from ...references import (FILE_FDW_TPCH_PARSE_MB_S_PER_CORE, FILE_FDW_TPCH_SECO
 from ...report import Plot, Point, Table
 from ...results.model import CaseResult, StudyResult
 from ...stats import Summary, ratio_summary, summarise
-from .spec import BASELINE, LAYOUT_SYSTEM, LAYOUTS, PRIMARY_METRIC, STORAGES, query_label, query_rank, scan_cores
+from . import report_engines
+from .citus import file_sizes as citus_file_sizes
+from .spec import (BASELINE, CITUS, DEFAULT_STORAGES, LAYOUT_SYSTEM, PRIMARY_METRIC, STORAGES, canonical, layout_rank, query_label,
+                   query_rank, scan_cores)
 
 Series = dict[tuple[str, str, str, str], dict[int, float]]   # (query, storage, layout, pg) -> round: seconds
 V1_SETUP_PREFIX = "file_fdw_tpch_pg"
 SYSTEM_NAMES = {"postgresql": "PostgreSQL", "citusdb": "CitusDB"}
 SEED_SETTINGS = ("shared_buffers", "work_mem")   # the two the seed states
+PUBLISHED = ("regular", "foreign")               # the seed's storages
 
 
 def seconds_series(result: StudyResult) -> Series:
@@ -53,7 +57,7 @@ def slowdowns(result: StudyResult) -> dict[tuple[str, str, str], Slowdown]:
     found = BASELINE.ratios(result.cases, PRIMARY_METRIC)
     out = {}
     for case in result.cases:
-        if case.case_id in found:
+        if case.case_id in found and case["storage"] == "foreign":
             base, ratio = found[case.case_id]
             q, _, la, pg = _key(case)
             out[(q, la, pg)] = Slowdown(series[_key(case)], series[_key(base)], ratio)
@@ -87,7 +91,8 @@ def tables(result: StudyResult) -> list[Table]:
         return []
     env, slow = setups(result), slowdowns(result)
     found = [seed_table(series), slowdown_table(series, slow), cpu_table(result), parse_table(series, slow, env),
-             plans_table(series, env), answers_table(env), data_table(env)]
+             plans_table(series, env), report_engines.spread_table(env), report_engines.columnar_table(env, series),
+             report_engines.cluster_table(env), answers_table(env), data_table(env)]
     return [t for t in found if t is not None]
 
 
@@ -97,7 +102,7 @@ def storages_in(series: Series) -> list[str]:
 
 
 def seed_table(series: Series) -> Table:
-    layouts = [la for la in LAYOUTS if any(k[2] == la for k in series)]
+    layouts = sorted({k[2] for k in series}, key=layout_rank)
     storages = storages_in(series)
     pgs = majors_in(series)
     rows = []
@@ -108,7 +113,7 @@ def seed_table(series: Series) -> Table:
                 for st in storages:
                     v = series.get((q, st, la, pg))
                     row.append(summarise(list(v.values())).median if v else None)
-            row += [FILE_FDW_TPCH_SECONDS.get((q, system, st)) for system in SYSTEM_NAMES for st in STORAGES]
+            row += [FILE_FDW_TPCH_SECONDS.get((q, system, st)) for system in SYSTEM_NAMES for st in PUBLISHED]
             rows.append(row)
     cols = ["Query"] + (["PG"] if len(pgs) > 1 else [])
     cols += [f"{la} {st}" for la in layouts for st in storages]
@@ -118,8 +123,10 @@ def seed_table(series: Series) -> Table:
                  [f"Published: {FILE_FDW_TPCH_SOURCE}. Compare slowdowns, not seconds, across machines and "
                   "scales.",
                   "single: one core per query (the seed's PostgreSQL); partitioned: lineitem and orders in N "
-                  "partitions with parallel query; scaleout: N instances behind postgres_fdw (the seed's "
-                  "CitusDB: one node, 4 blocks).", "Published seconds: with report --wide (or in markdown, HTML); "
+                  "partitions with parallel query; postgres_fdw (scaleout in runs stored before it had the name): "
+                  "N instances behind postgres_fdw; citus: Citus, lineitem and orders in N shards on its worker "
+                  "nodes (the seed's CitusDB: one worker node, 4 blocks); columnar: Citus's columnar access "
+                  "method.", "Published seconds: with report --wide (or in markdown, HTML); "
                   + ("the slowdowns they give are in the next table." if len(storages) > 1 else
                      "without a foreign side here, there is no slowdown of ours to set beside theirs.")],
                  align_left=2 if len(pgs) > 1 else 1, detail=tuple(range(len(cols) - 4, len(cols))))
@@ -131,7 +138,7 @@ def slowdown_table(series: Series, slow: dict[tuple[str, str, str], Slowdown]) -
         return None
     rows = []
     found: dict[tuple, float] = {}
-    for (q, la, pg), (fdw, reg, r) in sorted(slow.items(), key=lambda kv: (int(kv[0][2]), LAYOUTS.index(kv[0][1]),
+    for (q, la, pg), (fdw, reg, r) in sorted(slow.items(), key=lambda kv: (int(kv[0][2]), layout_rank(kv[0][1]),
                                                                              query_rank(kv[0][0]))):
         rs, fs = summarise(list(reg.values())), summarise(list(fdw.values()))
         found[(q, la, pg)] = r.median
@@ -164,8 +171,10 @@ def cpu_table(result: StudyResult) -> Table | None:
     CPU-bound comparison where the data does not fit in memory here (regular scans then cost the
     kernel as much as PostgreSQL, and their seconds depend on what the page cache kept)."""
     rows = []
-    for case in sorted(result.cases, key=lambda c: (int(c.get("pg", "15")), LAYOUTS.index(c["layout"]),
+    for case in sorted(result.cases, key=lambda c: (int(c.get("pg", "15")), layout_rank(c["layout"]),
                                                     query_rank(c["queries"]))):
+        if case["storage"] != "foreign":
+            continue
         base = BASELINE.twins(result.cases).get(case.case_id)
         mine, theirs = user_cpu_s(case), user_cpu_s(base) if base else {}
         r = ratio_summary(mine, theirs) if mine and theirs else None
@@ -205,7 +214,9 @@ def parse_table(series: Series, slow: dict[tuple[str, str, str], Slowdown], env:
     rows = []
     for (q, st, la, pg), values in sorted(series.items()):
         fp = env.get(pg) or {}
-        nbytes = (fp.get("files") or {}).get(SCAN_QUERIES.get(q, ""))
+        # on citus, the shards' files it parsed (COPY's text: char(n) padded)
+        files = citus_file_sizes(fp.get("citus") or {}) if canonical(la) == CITUS else fp.get("files") or {}
+        nbytes = files.get(SCAN_QUERIES.get(q, ""))
         if st != "foreign" or not nbytes:
             continue
         plan = (fp.get("plans") or {}).get(f"{q}:foreign:{la}") or {}
@@ -221,8 +232,8 @@ def parse_table(series: Series, slow: dict[tuple[str, str, str], Slowdown], env:
         "Query", "Layout", "PG", "File MB", "Foreign s", "Cores", "MB/s", "MB/s per core",
         "Parse only, MB/s per core", "Published MB/s per core"], rows,
         ["MB/s: the file's bytes over the query's median time on file_fdw (the seed's arithmetic: lineitem "
-         "over the time of Q1 or Q6). Cores: processes that parse (1 + the plan's parallel workers; the "
-         "instances of the scale-out layout). Parse only: the bytes over the extra time file_fdw takes "
+         "over the time of Q1 or Q6). Cores: processes that parse (1 + the plan's parallel workers; one per "
+         "shard on postgres_fdw and citus). Parse only: the bytes over the extra time file_fdw takes "
          "(foreign - regular, paired by round).", "Published: the seed's 7.2 GB lineitem in a little over "
          "200 s on one core."], align_left=3)
 
@@ -240,7 +251,7 @@ def plans_table(series: Series, env: dict[str, dict]) -> Table | None:
     for pg in majors_in(series):
         plans = (env.get(pg) or {}).get("plans") or {}
         for q in queries_in(series):
-            for la in LAYOUTS:
+            for la in sorted({k.split(":")[2] for k in plans}, key=layout_rank):
                 reg, fdw = plans.get(f"{q}:regular:{la}"), plans.get(f"{q}:foreign:{la}")
                 if not reg or not fdw:
                     continue
@@ -268,7 +279,7 @@ def answers_table(env: dict[str, dict]) -> Table | None:
     for pg, fp in sorted(env.items()):
         if "answers" not in fp:
             continue
-        sides = len(fp.get("storages", STORAGES)) * len(fp.get("layouts", []))
+        sides = len(fp.get("storages", DEFAULT_STORAGES)) * len(fp.get("layouts", []))
         for q, a in fp["answers"].items():
             rows.append([query_label(q), pg, a.get("rows"), f"{len(a.get('agreeing', []))} of {sides}",
                          a.get("duckdb"), a.get("digest")])
@@ -279,7 +290,7 @@ def answers_table(env: dict[str, dict]) -> Table | None:
         return None
     return Table("Answer checks (the warm-up run of every case)", [
         "Query", "PG", "Rows", "Sides agreeing", "DuckDB", "Digest"], rows,
-        [("Sides: regular and foreign on every layout" if all(len(fp.get("storages", STORAGES)) > 1 for fp in
+        [("Sides: regular and foreign on every layout" if all(len(fp.get("storages", DEFAULT_STORAGES)) > 1 for fp in
                                                               env.values() if "answers" in fp)
           else "Sides: the storages measured") + ", compared exactly (sorted rows, PostgreSQL's numerics are "
          "exact); DuckDB runs the specification's text (Q2, Q17, Q20, Q21 with their correlated subqueries, "

@@ -5,7 +5,7 @@ The seed ran TPC-H SF 10 on PostgreSQL 9.1 regular tables and on file_fdw foreig
 the '|' files, and the same on a one-worker CitusDB cluster with lineitem and orders in 4
 blocks (all cores); no indexes; shared_buffers 2GB, work_mem 64MB; a warm-up, then three runs.
 
-Here, with stock PostgreSQL only, three layouts, each on both storages:
+Here, four layouts, each on both storages (and Citus's columnar access method, when asked):
 
 - `single`: one instance, regular tables and file_fdw tables, no parallel query (the seed's
   PostgreSQL column: one core per query).
@@ -14,20 +14,29 @@ Here, with stock PostgreSQL only, three layouts, each on both storages:
   partitions, or file_fdw partitions, one per part file; parallel query on (cores - 1 workers
   and the leader), partitionwise join and aggregate on. The small tables are the single
   layout's.
-- `scaleout`: N more managed instances each hold one part (regular tables and file_fdw tables
-  over their part); a coordinator reaches them through postgres_fdw partitions with
+- `postgres_fdw` (sharding through postgres_fdw; stored runs call it scaleout): N more managed
+  instances each hold one part (regular tables and file_fdw tables over their part); a
+  coordinator reaches them through postgres_fdw partitions with
   async_capable, so the N instances scan their parts at once; partitionwise join (with
   use_remote_estimate, else postgres_fdw's own estimate of a remote join is far too high) pushes
   the lineitem-orders join of a part down to its instance, and no nested loop on the
   coordinator (else the parameterized remote scans use_remote_estimate offers re-scan a whole
   part per outer row: minutes for Q17 and Q21 at SF 0.1). postgres_fdw cannot push a partial
   aggregate down, and a local partial aggregate per partition would make the scans run one
-  after the other: partitionwise aggregate is off there. The stock-PostgreSQL counterpart of
-  the seed's CitusDB column (which also ran the partial aggregates on its workers).
+  after the other: partitionwise aggregate is off there.
+- `citus`: a Citus coordinator and --workers worker nodes (citus.py): lineitem and orders
+  distributed in N shards, the small tables reference tables; the seed's CitusDB column, on the
+  engine (the coordinator merges what the shards' tasks computed, partial aggregates included).
 
-Everything lives in one database `tpch` of the instance `tpch` (the coordinator too), in
-schemas named LAYOUT_STORAGE; a case's connection has search_path LAYOUT_STORAGE, then
-single_STORAGE for the small tables. A file_fdw table has one extra, always empty, trailing
+A run with the citus layout or the columnar storage runs every managed server on the PostgreSQL
+build that has Citus (servers/citus.py: pgpathbench's own 15.20 tree here), so that its layouts
+are compared on one build; only the citus layout's nodes preload citus, the others create
+citus_columnar alone, and only for the columnar storage (their regular baselines stay stock).
+
+The stock layouts live in one database `tpch` of the instance `tpch` (the postgres_fdw layout's
+coordinator too), in schemas named LAYOUT_STORAGE; a case's connection has search_path
+LAYOUT_STORAGE, then single_STORAGE for the small tables. The citus layout's are in its own
+cluster (its coordinator: managed, or the user's with --server coordinator=DSN). A file_fdw table has one extra, always empty, trailing
 column, because every tpchgen line ends with '|'; regular tables are loaded without it.
 
 With --server tpch=DSN the instance is the user's: a database of ours there, the regular storage
@@ -49,152 +58,140 @@ parsed are kept too: the parse rate is bytes over seconds, per core used.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Mapping, TypeVar
 
 import psycopg
 
 from ...datasets.tpch.answers import answer_digest
 from ...datasets.tpch.files import TpchFiles, parse_rate, scale_text, tpchgen_path, tpchgen_version
-from ...datasets.tpch.queries import ALL_QUERIES, SCAN_QUERIES, query_text
+from ...datasets.tpch.queries import SCAN_QUERIES
 from ...errors import CaseError, UserError, reason
 from ...evidence import Watched, flush_statistics
 from ...matrix import Case, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import guc
+from ...servers.binaries import PgBinaries
 from ...servers.fdw import set_case_options
 from ...servers.paths import DIRECT, NetworkPath
-from ...servers.topology import Server
 from ..base import Declared, Setup, StudyEnv, StudyOptions
-from . import checks, report, spec, user_role
-from .objects import create_objects, load_and_analyze, load_tasks, worker_servers  # noqa: F401 (bench/ imports)
-from .spec import (CORES, DB, LAYOUTS, POSTGRES_FDW_OPTIONS, STORAGES,
-                   cluster_settings, disk_needed, expand_queries, layout_settings, scan_cores, search_path)
+from . import checks, citus, report, spec, user_role
+from .loading import load_and_analyze  # noqa: F401 (bench/ imports)
+from .nodes import Nodes, start_servers
+from .objects import create_objects, load_tasks, worker_servers  # noqa: F401 (bench/ imports)
+from .shape import Shape
+from .spec import (CITUS, CORES, DB, POSTGRES_FDW_OPTIONS, canonical, cluster_settings, disk_needed, layout_settings,
+                   scan_cores, search_path)
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What a run sets up: the scale, the number of partitions (and scale-out instances), the
-    layouts and queries it measures, and the statement timeout."""
-    scale: float
-    partitions: int
-    layouts: tuple[str, ...]
-    queries: tuple[str, ...]
-    timeout: int = 3600
-    user: Mapping[str, str] = field(default_factory=dict)     # the user's queries: {NAME: SQL}
-    # The storages set up and checked: both on a managed server (whatever --storage measures, the
-    # answers are compared across them); a user server's tpch, the regular one only (user_role.py).
-    storages: tuple[str, ...] = STORAGES
-
-    @classmethod
-    def of(cls, options: StudyOptions) -> "Shape":
-        p = options.params
-        user = p.get("query_file") or {}
-        unknown = [q for q in options.dims["queries"] if q != "all" and q not in ALL_QUERIES and q not in user]
-        if unknown:
-            raise UserError(f"--queries: '{unknown[0]}' is no TPC-H query (1-22) and no NAME of a --query-file; "
-                            f"give --query-file {unknown[0]}=FILE or choose TPC-H queries (e.g. 1,6)")
-        storages = tuple(st for st in STORAGES if st in options.dims["storage"]) \
-            if user_role.on_user_server(options) else STORAGES
-        return cls(float(p["scale"]), int(p["partitions"]), tuple(la for la in LAYOUTS if la in options.dims["layout"]),
-                   expand_queries(options.dims["queries"], user), int(p["timeout"]), user, storages)
-
-    def text(self, query: str) -> str:
-        """The PostgreSQL text of a query: TPC-H's at this scale, or the user's."""
-        return self.user[query] if query in self.user else query_text(query, self.scale)
-
-    @property
-    def needs_parts(self) -> bool:
-        return any(la != "single" for la in self.layouts)
-
-    @property
-    def sides(self) -> list[tuple[str, str]]:
-        """(layout, storage) of every side a query runs on, in report order."""
-        return [(la, st) for la in self.layouts for st in self.storages]
 
 
 class FileFdwTpch(Declared):
     vocabulary = spec.VOCABULARY
 
     def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
-        """A user tpch server runs the single layout's regular storage only (user_role.py)."""
+        """What user servers run (user_role.py); Citus for PostgreSQL 15 only."""
         return user_role.refine(options, given)
+
+    def check(self, options: StudyOptions, bins: PgBinaries) -> None:
+        super().check(options, bins)
+        self.server_binaries(options, bins)   # Citus there, before anything is written
+
+    def server_binaries(self, options: StudyOptions, bins: PgBinaries) -> PgBinaries:
+        """The build with Citus (servers/citus.py) when a managed server runs citus or columnar."""
+        return user_role.server_binaries(options, bins)
+
+    def check_user_servers(self, options: StudyOptions, facts, dsns) -> None:
+        """A user's Citus cluster: citus_columnar for the columnar storage, and workers in pg_dist_node."""
+        if user_role.COORDINATOR in facts:
+            user_role.check_coordinator(options, facts[user_role.COORDINATOR], dsns[user_role.COORDINATOR])
 
     def cases(self, options: StudyOptions) -> list[Case]:
         dims = {**options.dims, "queries": Shape.of(options).queries}
         return cross(self.name, self.dimensions, dims)
 
     def path(self, case: Case) -> NetworkPath | None:
-        return None   # the instance's unix socket; the scale-out instances are reached on loopback
+        return None   # the instance's unix socket; the other nodes are reached on loopback
 
     # -- servers and data -------------------------------------------------------------------
     def prepare(self, env: StudyEnv) -> Setup:
         shape = Shape.of(env.options)
         ws = env.servers.workspace
         files = TpchFiles(ws.root / "data" / "tpch", shape.scale)
-        user = user_role.on_user_server(env.options)
-        if user:
-            user_role.say(env.log)
-        need, free = check_disk(ws, files, shape, managed=not user)
+        user_role.say(env.log, env.options)
+        here = dataclasses.replace(shape, layouts=tuple(la for la in shape.layouts
+                                                        if user_role.managed(env.options, la)))
+        need, free = check_disk(ws, files, here, managed=bool(here.layouts))
         env.log(f"TPC-H SF {scale_text(shape.scale)}, layouts {','.join(shape.layouts)}: needs about "
                 f"{need / 1e9:.1f} GB of disk, {free / 1e9:.0f} GB free")
         tool = tpchgen_path()
         tools = {"tpchgen-cli": tpchgen_version(tool)}
         # The files are generated while the servers start: both are fixed costs of a first run.
         generated = in_background(generate, ws.root, files, shape, tool, env.log)
-        main, workers = start_servers(env, shape)
-        if user:   # the way to the user's server is a real network: its round trip probed every round
-            env.servers.path(NetworkPath(env.major, "tpch", DIRECT), main)
+        nodes = start_servers(env, shape)
+        for role, server in (("tpch", nodes.main), ("coordinator", nodes.citus and nodes.citus.coordinator)):
+            if server is not None and not server.managed:   # a real network: its round trip probed every round
+                env.servers.path(NetworkPath(env.major, role, DIRECT), server)
         facts: dict = {"scale": shape.scale, "partitions": shape.partitions, "layouts": list(shape.layouts),
                        "storages": list(shape.storages),
                        "queries": list(shape.queries), "cores": CORES, **generated()}
-        create_objects(main, workers, files, shape)
-        facts.update(load_and_analyze(main, workers, files, shape, env.log))
-        conns = {side: env.kept_connection(side, lambda side=side: connect(main, *side, shape.timeout))
+        if nodes.main is not None:
+            create_objects(nodes.main, nodes.fdw_workers, files, shape)
+        if nodes.citus is not None:
+            citus.create_objects(nodes.citus, shape)
+        facts.update(load_and_analyze(nodes, files, shape, env.log))
+        env.state.update(nodes=nodes, shape=shape)
+        conns = {side: env.kept_connection(side, lambda side=side: connect(nodes, *side, shape.timeout))
                  for side in shape.sides}
-        facts["settings"] = settings_facts(shape, bool(workers), main.managed)
+        facts["settings"] = settings_facts(shape, nodes)
         plans = checks.explain(conns, shape)
         t0 = time.monotonic()
-        answers, duck, digests = checks.warm_up_and_check(conns, files, shape)
+        answers, duck, digests = checks.warm_up_and_check(conns, files, shape, plans)
         facts.update(answers=answers, duckdb=duck, warmup_and_check_s=round(time.monotonic() - t0, 3))
         env.log(warmup_line(len(shape.queries) * len(shape.sides), facts["warmup_and_check_s"], answers, duck))
         if duck.get("checked"):
             tools["duckdb"] = duck["version"]
+        if nodes.citus is not None:
+            facts["citus"] = {**citus.facts(nodes.citus, shape),
+                              "links": citus.links(conns[(CITUS, shape.storages[0])])}
+        if shape.columnar:
+            facts["reads"] = checks.reads(conns, shape, plans)
         facts["plans"] = {f"{q}:{st}:{la}": v for (q, la, st), v in plans.items()}
-        env.state.update(main=main, workers=workers, sizes=files.sizes(), shape=shape, plans=plans, answers=digests)
+        env.state.update(sizes=files.sizes(), plans=plans, answers=digests,
+                         citus_sizes=citus.file_sizes(facts.get("citus") or {}))
         return Setup(tools, facts)
 
     # -- one measurement --------------------------------------------------------------------
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
-        """The coordinator, and for the scale-out layout the workers its foreign tables reach."""
-        main = [env.state["main"].watched("tpch", DB)]
-        if case["layout"] != "scaleout":
-            return main
-        return main + [w.watched(f"worker{k}", DB) for k, w in enumerate(env.state["workers"], 1)]
+        """The coordinator of the case's layout, and the workers its tasks or foreign tables reach."""
+        return env.state["nodes"].watched(case["layout"])
 
     def before_measure(self, env: StudyEnv, case: Case) -> None:
         """The case's --set session settings on its side's kept connection (SET), and once per case
         the sorts its plan does under them (EXPLAIN ANALYZE: the evidence that they took effect)."""
         conn = side_connection(env, case)
         guc.set_session(conn, env, case)
-        if case["layout"] == "scaleout":   # and on the workers' sessions postgres_fdw opens (both sides')
-            set_case_options(env, case, env.state["main"], DB, worker_servers(len(env.state["workers"])),
-                             kept=[side_connection(env, {"layout": "scaleout", "storage": st}) for st in STORAGES])
+        nodes, shape = env.state["nodes"], env.state["shape"]
+        if canonical(case["layout"]) == "postgres_fdw":   # and on the workers' sessions postgres_fdw opens
+            set_case_options(env, case, nodes.main, DB, worker_servers(len(nodes.fdw_workers)),
+                             kept=[side_connection(env, {"layout": case["layout"], "storage": st})
+                                   for st in shape.storages])
         sorts = env.state.setdefault("sort_methods", {})
         if case.knobs(guc.FAMILY) and case.case_id not in sorts:
             try:
-                sorts[case.case_id] = checks.sort_methods(conn, env.state["shape"].text(case["queries"]))
+                sorts[case.case_id] = checks.sort_methods(conn, shape.text(case["queries"]))
             except psycopg.Error as e:
-                raise CaseError(f"EXPLAIN ANALYZE: {refusal(e, env.state['shape'].timeout)}") from None
+                raise CaseError(f"EXPLAIN ANALYZE: {refusal(e, shape.timeout)}") from None
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         st, shape = env.state, env.state["shape"]
-        q, storage, layout = case["queries"], case["storage"], case["layout"]
+        q, storage, layout = case["queries"], case["storage"], canonical(case["layout"])
+        plan = st["plans"][(q, layout, storage)]
+        if "refused" in plan:
+            raise CaseError(plan["refused"])
         conn = side_connection(env, case)
         try:
             t0 = time.perf_counter()
@@ -207,13 +204,14 @@ class FileFdwTpch(Declared):
         expected = st["answers"].get(q)
         if expected is not None and digest != expected:
             raise CaseError(f"wrong answer: {len(rows)} rows, digest {digest}, checked answer {expected}")
-        workers = st["plans"][(q, layout, storage)]["workers"]
+        workers = plan["workers"]
         metrics = {"duration_ms": round(seconds * 1000, 3), "rows": len(rows), "answer": digest,
                    "plan_workers": workers}
         if case.case_id in st.get("sort_methods", {}):
             metrics["sort_methods"] = st["sort_methods"][case.case_id]
         if storage == "foreign" and q in SCAN_QUERIES:
-            metrics.update(scan_metrics(st["sizes"][SCAN_QUERIES[q]], seconds, scan_cores(layout, workers,
+            sizes = st["citus_sizes"] if layout == CITUS else st["sizes"]   # its shards' files, on citus
+            metrics.update(scan_metrics(sizes[SCAN_QUERIES[q]], seconds, scan_cores(layout, workers,
                                                                                           shape.partitions)))
         return metrics
 
@@ -245,7 +243,8 @@ def warmup_line(cases: int, seconds: float, answers: dict, duck: dict) -> str:
 def check_disk(ws, files: TpchFiles, shape: Shape, managed: bool = True) -> tuple[float, float]:
     """Not managed: the tables' disk is the user server's; only the files count here."""
     n = shape.partitions
-    need = disk_needed(shape.scale, shape.layouts, files.complete(), files.complete(n), n, managed)
+    need = disk_needed(shape.scale, shape.layouts, files.complete(), files.complete(n), n, managed, shape.workers,
+                       shape.columnar)
     free = ws.free_bytes()
     if need > free:
         raise UserError(f"--scale: TPC-H SF {scale_text(shape.scale)} with layouts {','.join(shape.layouts)} needs "
@@ -290,20 +289,6 @@ def generate(root, files: TpchFiles, shape: Shape, tool: str, log) -> dict:
     return facts
 
 
-def start_servers(env: StudyEnv, shape: Shape) -> tuple[Server, list[Server]]:
-    """The instance `tpch` (the coordinator too; the user's with --server tpch) and, for the
-    scale-out layout, one per part."""
-    t0 = time.monotonic()
-    settings = cluster_settings(shape.scale, shape.partitions)
-    main = env.servers.server("tpch", settings=settings)
-    workers = ([env.servers.cluster(f"worker{k}", settings=settings) for k in range(1, shape.partitions + 1)]
-               if "scaleout" in shape.layouts else [])
-    for c in (main, *workers):
-        c.create_database(DB)
-    env.log(f"{1 + len(workers)} server(s) up in {time.monotonic() - t0:.1f} s")
-    return main, workers
-
-
 def refusal(e: psycopg.Error, timeout: int) -> str:
     """Why the server did not run a case's query: one line for the measurement's error."""
     if isinstance(e, psycopg.errors.QueryCanceled):
@@ -316,29 +301,37 @@ def refusal(e: psycopg.Error, timeout: int) -> str:
 
 def side_connection(env: StudyEnv, case: Mapping[str, str]) -> psycopg.Connection:
     """The kept connection of the case's (layout, storage), made again if it was lost."""
-    st, key = env.state, (case["layout"], case["storage"])
+    st, key = env.state, (canonical(case["layout"]), case["storage"])
     try:
-        return env.kept_connection(key, lambda: connect(st["main"], *key, st["shape"].timeout))
+        return env.kept_connection(key, lambda: connect(st["nodes"], *key, st["shape"].timeout))
     except psycopg.Error as e:
         raise CaseError(f"cannot connect: {str(e).strip()}") from None
 
 
-def connect(cluster: Server, layout: str, storage: str, timeout: int) -> psycopg.Connection:
-    conn = cluster.connect(DB)
-    conn.execute(f"SET search_path = {search_path(layout, storage)}")
-    session = {} if cluster.managed else user_role.SESSION_SETTINGS   # a managed server has them already
-    for k, v in {**session, **layout_settings(layout)}.items():
+def session_search_path(nodes: Nodes, layout: str, storage: str) -> str:
+    return nodes.citus.schema(storage) if layout == CITUS else search_path(layout, storage)
+
+
+def connect(nodes: Nodes, layout: str, storage: str, timeout: int) -> psycopg.Connection:
+    server = nodes.server(layout)
+    conn = nodes.citus.connect() if layout == CITUS else server.connect(DB)
+    conn.execute(f"SET search_path = {session_search_path(nodes, layout, storage)}")
+    session = {} if server.managed else user_role.SESSION_SETTINGS   # a managed server has them already
+    # EXPLAIN shows every task of a Citus plan (each shard's), not one of them.
+    citus_explain = {"citus.explain_all_tasks": "on"} if layout == CITUS else {}
+    for k, v in {**session, **layout_settings(layout), **citus_explain}.items():
         conn.execute(f"SET {k} = '{v}'")
     conn.execute(f"SET statement_timeout = '{int(timeout)}s'")
     return conn
 
 
-def settings_facts(shape: Shape, scaleout: bool, managed: bool = True) -> dict:
+def settings_facts(shape: Shape, nodes: Nodes) -> dict:
+    managed = all(s.managed for s in (nodes.main, nodes.citus and nodes.citus.coordinator) if s is not None)
     facts = {"cluster": cluster_settings(shape.scale, shape.partitions) if managed else {},
              "layouts": {la: layout_settings(la) for la in shape.layouts},
-             "search_path": {f"{la}/{st}": search_path(la, st) for la, st in shape.sides}}
+             "search_path": {f"{la}/{st}": session_search_path(nodes, la, st) for la, st in shape.sides}}
     if not managed:   # the server's own settings are in its fingerprint
         facts["session"] = user_role.SESSION_SETTINGS
-    if scaleout:
+    if nodes.fdw_workers:
         facts["postgres_fdw"] = {**POSTGRES_FDW_OPTIONS, "transport": "TCP 127.0.0.1, scram-sha-256"}
     return facts
