@@ -87,14 +87,18 @@ def test_the_failed_measurements_say_which_disk(small_disk, store):
     dsn = store.conninfo("postgres", transport="tcp") + f" passfile={store.passfile}"
     code, lines = run_filling(small_disk, "--results-dsn", dsn)
     assert code == 1 and "Traceback" not in "\n".join(lines)
+    # Round 1 always meets the full disk; round 2 may find space PostgreSQL freed after round 1's
+    # error (seen once in a make test at load 7: 1 of 2 failed), so either count is right.
     failed = [line for line in lines if "FAILED" in line]
-    assert len(failed) == 2, lines
+    assert 1 <= len(failed) <= 2 and "[1/2] round 1 " in failed[0], lines
     assert all("FAILED: the disk is full: " in line and f"on tmpfs at {small_disk} (" in line and
                "No space left on device" in line for line in failed), failed
-    assert lines[-1].startswith("pgpathbench: 2 of 2 measurements failed;"), lines[-1]
+    assert lines[-1].startswith(f"pgpathbench: {len(failed)} of 2 measurements failed;"), lines[-1]
     run_id = lines[-1].split("run --resume ")[1].split("'")[0]
     with store.connect() as conn:
-        errors = [r[0] for r in conn.execute("SELECT error FROM pgpathbench.measurement WHERE run_id = %s", (run_id,))]
-    assert len(errors) == 2 and all(e.startswith("the disk is full: ") and str(small_disk) in e for e in errors)
+        errors = [r[0] for r in conn.execute("SELECT error FROM pgpathbench.measurement WHERE run_id = %s "
+                                             "AND error IS NOT NULL", (run_id,))]
+    assert len(errors) == len(failed) and all(e.startswith("the disk is full: ") and str(small_disk) in e
+                                              for e in errors)
     measurements = resumed(small_disk, run_id, "--results-dsn", dsn)
     assert len(measurements) == 2 and all(m["ok"] for m in measurements)
