@@ -87,10 +87,11 @@ def test_the_failed_measurements_say_which_disk(small_disk, store):
     dsn = store.conninfo("postgres", transport="tcp") + f" passfile={store.passfile}"
     code, lines = run_filling(small_disk, "--results-dsn", dsn)
     assert code == 1 and "Traceback" not in "\n".join(lines)
-    # Round 1 always meets the full disk; round 2 may find space PostgreSQL freed after round 1's
-    # error (seen once in a make test at load 7: 1 of 2 failed), so either count is right.
+    # The disk fills while the run goes on: under load round 1 may end before it is full, and round 2
+    # may find space PostgreSQL freed after an error (make test at load 7: each seen once, 1 of 2
+    # failed), so one or two failed measurements are right; each must say the disk is full.
     failed = [line for line in lines if "FAILED" in line]
-    assert 1 <= len(failed) <= 2 and "[1/2] round 1 " in failed[0], lines
+    assert 1 <= len(failed) <= 2, lines
     assert all("FAILED: the disk is full: " in line and f"on tmpfs at {small_disk} (" in line and
                "No space left on device" in line for line in failed), failed
     assert lines[-1].startswith(f"pgpathbench: {len(failed)} of 2 measurements failed;"), lines[-1]

@@ -48,6 +48,10 @@ def roles(users_server):
                          "CREATE ROLE other LOGIN PASSWORD 'other_pw_1'", "CREATE DATABASE weakdb",
                          "CREATE DATABASE shared OWNER other")
     users_server.execute("shared", "CREATE SCHEMA pgpathbench", "GRANT CREATE ON DATABASE shared TO weak")
+    # A managed cluster admits only its own superuser; this one plays a user's server, which admits them.
+    with open(users_server.data / "pg_hba.conf", "a") as hba:
+        hba.write(f"host all weak,other 127.0.0.1/32 {users_server.tcp_auth}\n")
+    users_server.execute("postgres", "SELECT pg_reload_conf()")
     return users_server
 
 
