@@ -79,16 +79,25 @@ class Ledger:
         return said
 
 
-def drop_database(conn: psycopg.Connection, entry: dict) -> str:
-    """DROP DATABASE of one entry if it is still ours (see the module's docstring)."""
-    db, run_id = entry["database"], entry["run_id"]
-    row = conn.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
-                       (db,)).fetchone()
-    where = f"{db} on {entry['dsn']}"
+def _not_ours(conn: psycopg.Connection, comment_query: str, name: str, run_id: str, where: str) -> str | None:
+    """Why an object may not be dropped (gone, or its COMMENT names another run), or None: ours (its
+    comment names the run, or it has none: killed between CREATE and COMMENT)."""
+    row = conn.execute(comment_query, (name,)).fetchone()
     if row is None:
         return f"{where}: already gone"
     if row[0] is not None and not row[0].startswith(f"{MARK} {run_id},"):
         return f"{where}: left alone, its comment does not name run {run_id}"
+    return None
+
+
+def drop_database(conn: psycopg.Connection, entry: dict) -> str:
+    """DROP DATABASE of one entry if it is still ours (see the module's docstring)."""
+    db = entry["database"]
+    where = f"{db} on {entry['dsn']}"
+    refused = _not_ours(conn, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                        db, entry["run_id"], where)
+    if refused:
+        return refused
     force = sql.SQL(" WITH (FORCE)") if conn.info.server_version >= 130000 else sql.SQL("")
     conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}{}").format(sql.Identifier(db), force))
     return f"dropped database {where}"
@@ -97,13 +106,11 @@ def drop_database(conn: psycopg.Connection, entry: dict) -> str:
 def drop_schema(conn: psycopg.Connection, entry: dict) -> str:
     """DROP SCHEMA ... CASCADE of one entry if it is still ours (its COMMENT names the run, or it has
     none: killed between CREATE and COMMENT). `conn` is in the DSN's own database, where it lives."""
-    schema, run_id = entry["schema"], entry["run_id"]
-    row = conn.execute("SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
-                       (schema,)).fetchone()
+    schema = entry["schema"]
     where = f"schema {schema} in {entry['database'] or 'the DSN database'} on {entry['dsn']}"
-    if row is None:
-        return f"{where}: already gone"
-    if row[0] is not None and not row[0].startswith(f"{MARK} {run_id},"):
-        return f"{where}: left alone, its comment does not name run {run_id}"
+    refused = _not_ours(conn, "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
+                        schema, entry["run_id"], where)
+    if refused:
+        return refused
     conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     return f"dropped {where}"
