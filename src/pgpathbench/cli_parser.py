@@ -165,51 +165,8 @@ def build_parser() -> Parser:
     _common(r)
     r.add_argument("--format", choices=("table", "json"), default="table")
 
-    rep = sub.add_parser("report", help="report a stored run, or an exported one")
-    _common(rep)
-    rep.add_argument("run", nargs="*", default=["latest"], metavar="RUN", type=run_ref,
-                     help=f"{RUN_OR_EXPORT}; several runs with --html make one page")
-    rep.add_argument("--format", choices=FORMATS, help="on stdout (default table); not with --html")
-    rep.add_argument("--wide", action="store_true", help="terminal tables with every column (wider than 120); "
-                                                         "with --format table only")
-    rep.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
-                     help="write a self-contained HTML report (tables, charts, environment) to FILE and print its "
-                          "path; FILE must not exist, unless --overwrite")
-    rep.add_argument("--overwrite", action="store_true", help="with --html: replace FILE if it exists")
-
-    ex = sub.add_parser("export", help="export a stored run's measurements (csv, or versioned json)")
-    _common(ex)
-    ex.add_argument("run", nargs="?", default="latest", metavar="RUN", type=run_ref,
-                    help=RUN_OR_EXPORT)
-    ex.add_argument("--format", choices=("csv", "json"), default="json")
-
-    cmp = sub.add_parser("compare", help="compare two stored runs case by case (ratio B/A with 95%% CI)",
-                         description="Compare two runs of a study case by case: the primary metric's ratio B/A "
-                                     "with its 95% CI. Cases pair by id; a case with no partner by id pairs "
-                                     "with the one such case of the other run differing from it in knob "
-                                     "dimensions only; cases "
-                                     "left without a partner are named. Exit 0; 1 with --fail-if-slower when "
-                                     "a case got slower beyond PCT (a CI gate); 2 on a mistake, or when the "
-                                     "runs' environments differ (unless --force); 3 with --fail-if-slower when "
-                                     "none got slower but a case of A has no partner in B.")
-    _common(cmp)
-    cmp.add_argument("run_a", metavar="RUN_A", type=run_ref, help="the baseline run (id, latest, or an exported FILE.json)")
-    cmp.add_argument("run_b", metavar="RUN_B", type=run_ref, help="the run compared with it (id, latest, or an exported FILE.json)")
-    cmp.add_argument("--format", choices=("table", "markdown", "html"), help="on stdout (default table); not with --html")
-    cmp.add_argument("--html", metavar="FILE", type=_checked(validate.output_file),
-                     help="write the comparison as a self-contained HTML file; FILE must not exist, unless --overwrite")
-    cmp.add_argument("--overwrite", action="store_true", help="with --html: replace FILE if it exists")
-    cmp.add_argument("--force", action="store_true",
-                     help="compare even when the runs' environments differ (the differences are printed)")
-    cmp.add_argument("--fail-if-slower", metavar="PCT", type=_checked(validate.percent),
-                     help="a CI gate: exit 1 when in any compared case the primary metric got worse from A to B "
-                          "by more than PCT percent (more than 0, at most 1000) at 95% confidence, i.e. the "
-                          "95% CI of B/A lies wholly below 1 - PCT/100 (higher is better) or above 1 + PCT/100 "
-                          "(lower is better); one line per such case on stderr, the report as usual on stdout. "
-                          "Exit 3 instead of 0 when a case of A has no partner in B (one line each)")
-    cmp.add_argument("--allow-unpaired", action="store_true",
-                     help="with --fail-if-slower: cases of A without a partner in B are expected (a case "
-                          "removed on purpose): named in the report, not a reason for exit 3")
+    _reading_parsers(sub, run_ref)
+    _compare_parser(sub, run_ref)
 
     d = sub.add_parser("doctor", help="say what is installed and what is missing")
     _common(d)
@@ -224,6 +181,59 @@ def build_parser() -> Parser:
                    "a --results-dsn database); refused while another pgpathbench process uses the workspace")
     _KNOWN.update(_options_by_command(parser))
     return parser
+
+
+def _reading_parsers(sub, run_ref) -> None:
+    """`report` and `export`: a stored run, or an exported one."""
+    rep = sub.add_parser("report", help="report a stored run, or an exported one")
+    _common(rep)
+    rep.add_argument("run", nargs="*", default=["latest"], metavar="RUN", type=run_ref,
+                     help=f"{RUN_OR_EXPORT}; several runs with --html make one page")
+    rep.add_argument("--format", choices=FORMATS, help="on stdout (default table); not with --html")
+    rep.add_argument("--wide", action="store_true", help="terminal tables with every column (wider than 120); "
+                                                         "with --format table only")
+    _html_options(rep, "write a self-contained HTML report (tables, charts, environment) to FILE and print its "
+                       "path; FILE must not exist, unless --overwrite")
+
+    ex = sub.add_parser("export", help="export a stored run's measurements (csv, or versioned json)")
+    _common(ex)
+    ex.add_argument("run", nargs="?", default="latest", metavar="RUN", type=run_ref,
+                    help=RUN_OR_EXPORT)
+    ex.add_argument("--format", choices=("csv", "json"), default="json")
+
+
+def _compare_parser(sub, run_ref) -> None:
+    cmp = sub.add_parser("compare", help="compare two stored runs case by case (ratio B/A with 95%% CI)",
+                         description="Compare two runs of a study case by case: the primary metric's ratio B/A "
+                                     "with its 95% CI. Cases pair by id; a case with no partner by id pairs "
+                                     "with the one such case of the other run differing from it in knob "
+                                     "dimensions only; cases "
+                                     "left without a partner are named. Exit 0; 1 with --fail-if-slower when "
+                                     "a case got slower beyond PCT (a CI gate); 2 on a mistake, or when the "
+                                     "runs' environments differ (unless --force); 3 with --fail-if-slower when "
+                                     "none got slower but a case of A has no partner in B.")
+    _common(cmp)
+    cmp.add_argument("run_a", metavar="RUN_A", type=run_ref, help="the baseline run (id, latest, or an exported FILE.json)")
+    cmp.add_argument("run_b", metavar="RUN_B", type=run_ref, help="the run compared with it (id, latest, or an exported FILE.json)")
+    cmp.add_argument("--format", choices=("table", "markdown", "html"), help="on stdout (default table); not with --html")
+    _html_options(cmp, "write the comparison as a self-contained HTML file; FILE must not exist, unless --overwrite")
+    cmp.add_argument("--force", action="store_true",
+                     help="compare even when the runs' environments differ (the differences are printed)")
+    cmp.add_argument("--fail-if-slower", metavar="PCT", type=_checked(validate.percent),
+                     help="a CI gate: exit 1 when in any compared case the primary metric got worse from A to B "
+                          "by more than PCT percent (more than 0, at most 1000) at 95% confidence, i.e. the "
+                          "95% CI of B/A lies wholly below 1 - PCT/100 (higher is better) or above 1 + PCT/100 "
+                          "(lower is better); one line per such case on stderr, the report as usual on stdout. "
+                          "Exit 3 instead of 0 when a case of A has no partner in B (one line each)")
+    cmp.add_argument("--allow-unpaired", action="store_true",
+                     help="with --fail-if-slower: cases of A without a partner in B are expected (a case "
+                          "removed on purpose): named in the report, not a reason for exit 3")
+
+
+def _html_options(p: argparse.ArgumentParser, help_text: str) -> None:
+    """--html FILE and --overwrite, as report and compare take them."""
+    p.add_argument("--html", metavar="FILE", type=_checked(validate.output_file), help=help_text)
+    p.add_argument("--overwrite", action="store_true", help="with --html: replace FILE if it exists")
 
 
 class _VersionAlone(argparse.Action):
