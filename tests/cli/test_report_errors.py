@@ -31,6 +31,7 @@ UNKNOWN = [
 ]
 
 
+@pytest.mark.integration   # each starts the workspace's results cluster
 @pytest.mark.parametrize("argv, message", UNKNOWN, ids=[" ".join(a) for a, _ in UNKNOWN])
 def test_unknown_run_is_one_line_exit_2(argv, message, workspace_root, tmp_path):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
