@@ -27,7 +27,7 @@ test: bootstrap
 
 check: bootstrap
 	.venv/bin/ruff check src tests bench clients
-	.venv/bin/python -m pytest -q -n 2 -p no:cacheprovider tests/unit tests/cli
+	.venv/bin/python -m pytest -q -n 2 -p no:cacheprovider -m "not integration" tests/unit tests/cli
 
 clean:
 	-$(PGPATHBENCH) clean

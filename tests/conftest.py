@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import json
 import os
@@ -76,6 +77,31 @@ def pgpathbench(*args: str, workspace: Path | None = None, timeout: float = 600,
         env["PGPATHBENCH_HOME"] = str(workspace)
     return subprocess.run([sys.executable, "-m", "pgpathbench.cli", *args], capture_output=True, text=True,
                           env=env, timeout=timeout, **kw)
+
+
+def pgpathbench_main(*args: str, workspace: Path | None = None) -> subprocess.CompletedProcess:
+    """The CLI's main() called in this process, its stdout and stderr captured, as pgpathbench()
+    gives them: for the long tables of refused input, without a Python start-up per case (about
+    0.5 s of CPU each). Each file of such a table keeps a few cases through pgpathbench(), the
+    path a user takes."""
+    from pgpathbench import cli
+    out, err = io.StringIO(), io.StringIO()
+    env = {"COLUMNS": "200", **({"PGPATHBENCH_HOME": str(workspace)} if workspace is not None else {})}
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as e:   # --help, --version: argparse exits
+                code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return subprocess.CompletedProcess(["pgpathbench", *args], code, out.getvalue(), err.getvalue())
 
 
 def spawn_pgpathbench(*args: str, workspace: Path, env: dict | None = None) -> subprocess.Popen:

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench
+from conftest import assert_user_error, pgpathbench, pgpathbench_main
 
 RUN = ["run", "fdw-overhead", "--preset", "quick"]
 
@@ -48,6 +48,17 @@ if os.geteuid() == 0:
 @pytest.mark.parametrize("argv, message", CASES, ids=[" ".join(a[-2:]) for a, _ in CASES])
 def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, workspace_root):
     ws = workspace_root.parent / (workspace_root.name + "-untouched")
+    assert_user_error(pgpathbench_main(*argv, workspace=ws), message, untouched=ws)
+
+
+# As a user runs them: argparse's refusal, a value's, a child's (initdb looked for) and a connection's.
+BY_PROCESS = [(a, m) for a, m in CASES if m.startswith(("invalid choice", "--clients: '0'", "--pg-bindir: initdb",
+                                                           "--results-dsn"))]
+
+
+@pytest.mark.parametrize("argv, message", BY_PROCESS, ids=[" ".join(a[-2:]) for a, _ in BY_PROCESS])
+def test_bad_input_is_one_line_exit_2_nothing_written_by_a_process(argv, message, workspace_root):
+    ws = workspace_root.parent / (workspace_root.name + "-untouched")
     assert_user_error(pgpathbench(*argv, workspace=ws), message, untouched=ws)
 
 
@@ -55,12 +66,12 @@ def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, workspace_r
                                    "remote-sampling"])
 def test_every_study_has_its_help(study):
     """argparse reads % in a help text as a format: a preset's "95%" must come through escaped."""
-    res = pgpathbench("run", study, "--help")
+    res = pgpathbench_main("run", study, "--help")
     assert res.returncode == 0 and "--preset" in res.stdout and not res.stderr, res.stderr[-500:]
 
 
 def test_help_lists_every_study_option():
-    res = pgpathbench("run", "fdw-overhead", "--help")
+    res = pgpathbench("run", "fdw-overhead", "--help")   # --help as a user runs it
     assert res.returncode == 0
     for option in ("--preset", "--repeat", "--duration", "--clients", "--workload", "--target", "--scale",
                    "--max-tries", "--seed"):
@@ -69,7 +80,7 @@ def test_help_lists_every_study_option():
 
 def test_studies_lists_dimensions_and_presets():
     import json
-    res = pgpathbench("studies", "--format", "json")
+    res = pgpathbench_main("studies", "--format", "json")
     study = {s["name"]: s for s in json.loads(res.stdout)}["fdw-overhead"]
     assert study["dimensions"]["target"]["values"] == ["local", "fdw_local", "fdw_external", "fdw_external_ro"]
     assert study["presets"]["paper"] == {"help": study["presets"]["paper"]["help"], "repeat": 10,
@@ -99,10 +110,11 @@ def test_bad_knobs_and_scripts_are_one_line_exit_2_nothing_written(extra, messag
     (tmp_path / "empty.sql").write_text("\n")
     ws = workspace_root.parent / (workspace_root.name + "-untouched")
     argv = [a.format(dir=tmp_path) for a in extra]
-    assert_user_error(pgpathbench(*RUN, *argv, workspace=ws), message.format(dir=tmp_path), untouched=ws)
+    run = pgpathbench if "bad.sql" in extra[-1] else pgpathbench_main   # pgbench's refusal as a user meets it
+    assert_user_error(run(*RUN, *argv, workspace=ws), message.format(dir=tmp_path), untouched=ws)
 
 
 def test_help_lists_the_knob_and_script_options():
-    res = pgpathbench("run", "fdw-overhead", "--help")
+    res = pgpathbench_main("run", "fdw-overhead", "--help")
     for option in ("--protocol", "--fdw-option", "--script", "--init"):
         assert option in res.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench
+from conftest import assert_user_error, pgpathbench, pgpathbench_main
 from pgpathbench.report import assemble, render
 from pgpathbench.results.model import RunResult
 from pgpathbench.studies import STUDIES
@@ -37,17 +37,20 @@ def test_a_gzipped_export_reports_as_the_model_built_from_it(gzipped, workspace_
 
 
 def test_export_of_an_export_keeps_every_measurement(gzipped, workspace_root):
-    res = pgpathbench("export", str(gzipped), workspace=workspace_root.parent / "never-made-2")
+    ws = workspace_root.parent / "never-made-2"
+    res = pgpathbench_main("export", str(gzipped), workspace=ws)
     assert res.returncode == 0, res.stderr
+    assert not ws.exists(), "an export is read without a workspace (whose process record would be pytest's)"
     again, before = json.loads(res.stdout), json.loads(EXPORT.read_text())
     assert again["run"] == before["run"] and len(again["measurements"]) == len(before["measurements"]) == 42
     assert [m["metrics"]["tps"] for m in again["measurements"]] == [m["metrics"]["tps"] for m in before["measurements"]]
 
 
 def test_compare_two_exports_pairs_every_case(gzipped, workspace_root):
-    res = pgpathbench("compare", str(EXPORT), str(gzipped), "--format", "markdown",
-                      workspace=workspace_root.parent / "never-made-3")
+    ws = workspace_root.parent / "never-made-3"
+    res = pgpathbench_main("compare", str(EXPORT), str(gzipped), "--format", "markdown", workspace=ws)
     assert res.returncode == 0, res.stderr
+    assert not ws.exists(), "exports are compared without a workspace"
     rows = [line for line in res.stdout.splitlines() if line.startswith("| ro:") or line.startswith("| rw:")]
     assert len(rows) == 14 and all("| 1.000 |" in r for r in rows), res.stdout
 
@@ -81,4 +84,4 @@ def test_a_file_that_is_not_an_export_is_one_line(argv, message, tmp_path, works
             text = text.replace("{" + name + "}", str(path))
         return text
     ws = workspace_root.parent / (workspace_root.name + "-untouched")
-    assert_user_error(pgpathbench(*map(fill, argv), workspace=ws), fill(message), untouched=ws)
+    assert_user_error(pgpathbench_main(*map(fill, argv), workspace=ws), fill(message), untouched=ws)

@@ -99,12 +99,14 @@ def untouched(request) -> Path:
 
 
 # Text that is no SQL costs a server's parse on --script and --init (2 to 3 s): each kind once there
-# (test_invalid_invocations tries /etc/passwd itself as a --script).
-PAIRS = [(option, kind) for option in OPTIONS for kind in KINDS
-         if (option, kind) not in {("script", "passwd"), ("init", "shadow")}]
+# (test_invalid_invocations tries /etc/passwd itself as a --script), and marked integration (make test).
+SERVER_PARSES = {("script", "shadow"), ("init", "passwd")}
+PAIRS = [pytest.param(option, kind, id=f"{option}-{kind}",
+                      marks=pytest.mark.integration if (option, kind) in SERVER_PARSES else ())
+         for option in OPTIONS for kind in KINDS if (option, kind) not in {("script", "passwd"), ("init", "shadow")}]
 
 
-@pytest.mark.parametrize("option, kind", PAIRS, ids=[f"{o}-{k}" for o, k in PAIRS])
+@pytest.mark.parametrize("option, kind", PAIRS)
 def test_every_kind_of_file_on_every_option(option, kind, tmp_path, good_script, untouched, capsys):
     path = tmp_path / (f"{kind}.json" + ".gz" * kind.startswith("gzip"))
     KINDS[kind](path)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench
+from conftest import assert_user_error, pgpathbench, pgpathbench_main
 
 RUN = ["run", "interfaces", "--preset", "quick"]
 FIDELITY = ["run", "interfaces-fidelity", "--preset", "quick"]
@@ -39,11 +39,17 @@ FIDELITY = ["run", "interfaces-fidelity", "--preset", "quick"]
     ([*FIDELITY, "--rows", "none"], "--rows: 'none' is not a row count"),
 ])
 def test_bad_option_is_one_line_exit_2(tmp_path, args, message):
-    assert_user_error(pgpathbench(*args, workspace=tmp_path / "ws"), message, untouched=tmp_path / "ws")
+    assert_user_error(pgpathbench_main(*args, workspace=tmp_path / "ws"), message, untouched=tmp_path / "ws")
+
+
+def test_bad_option_is_one_line_exit_2_by_a_process(tmp_path):
+    """As a user runs it: a refusal after the cases are crossed (the rest run in-process above)."""
+    res = pgpathbench(*RUN, "--interface", "jdbc", "--transport", "unix", workspace=tmp_path / "ws")
+    assert_user_error(res, "no cases left after exclusions", untouched=tmp_path / "ws")
 
 
 def test_studies_lists_the_seeds_driver_tables():
-    res = pgpathbench("studies", "--format", "json")
+    res = pgpathbench_main("studies", "--format", "json")
     study = {s["name"]: s for s in json.loads(res.stdout)}["interfaces"]
     assert list(study["dimensions"]) == ["interface", "method", "fetch", "transport", "sqlstrat", "output",
                                         "latency", "pg"]
@@ -60,5 +66,5 @@ def test_bad_query_file_is_one_line_exit_2(tmp_path):
                           ([f"mine={big}"], f"--query-file: mine: {big} is over 1 MiB"),
                           ([f"mine={tmp_path}"], "is a directory; give a file holding one query"),
                           ([f"mine={good}", "--query", "mine=select 2"], "given by --query and by --query-file")):
-        res = pgpathbench(*RUN, "--query-file", *args, workspace=tmp_path / "ws")
+        res = pgpathbench_main(*RUN, "--query-file", *args, workspace=tmp_path / "ws")
         assert_user_error(res, message, untouched=tmp_path / "ws")

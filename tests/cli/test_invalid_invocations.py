@@ -310,7 +310,13 @@ def test_at_least_200_invocations():
     assert len({tuple(a) for a, _ in CASES}) == len(CASES), "each invocation once"
 
 
-@pytest.mark.parametrize("argv, names", CASES, ids=[_id(a) for a, _ in CASES])
+def _param(argv: list[str], names: str):
+    """A case; one the parse check's server refuses starts that server: integration (make test only)."""
+    server = names.endswith("the server cannot parse it")
+    return pytest.param(argv, names, id=_id(argv), marks=pytest.mark.integration if server else ())
+
+
+@pytest.mark.parametrize("argv, names", [_param(a, n) for a, n in CASES])
 def test_refused_with_one_line_naming_the_option(argv, names, ws, capsys, tripwires):
     code = cli.main(list(argv))
     out, err = capsys.readouterr()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench
+from conftest import assert_user_error, pgpathbench, pgpathbench_main
 
 # Rejected before anything opens: the workspace is not even created.
 EARLY = [
@@ -18,9 +18,11 @@ EARLY = [
 @pytest.mark.parametrize("argv, message", EARLY, ids=[" ".join(a) for a, _ in EARLY])
 def test_rejected_before_anything_is_written(argv, message, workspace_root):
     ws = workspace_root.parent / (workspace_root.name + "-untouched")
-    assert_user_error(pgpathbench(*argv, workspace=ws), message, untouched=ws)
+    assert_user_error(pgpathbench_main(*argv, workspace=ws), message, untouched=ws)
 
 
+# Past the workspace, into the results cluster: as a user runs them (a process of the CLI holds the
+# workspace while it lives, which pytest's own process must not).
 UNKNOWN = [
     (["export", "nosuchrun"], "RUN: no run 'nosuchrun'"),
     (["export", "nosuchrun", "--format", "csv"], "RUN: no run 'nosuchrun'"),
@@ -29,6 +31,7 @@ UNKNOWN = [
 ]
 
 
+@pytest.mark.integration   # each starts the workspace's results cluster
 @pytest.mark.parametrize("argv, message", UNKNOWN, ids=[" ".join(a) for a, _ in UNKNOWN])
 def test_unknown_run_is_one_line_exit_2(argv, message, workspace_root, tmp_path):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]

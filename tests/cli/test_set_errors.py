@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench
+from conftest import assert_user_error, pgpathbench, pgpathbench_main
 
 TPCH = ["run", "file-fdw-tpch", "--preset", "quick"]
 FDW = ["run", "fdw-overhead", "--preset", "quick"]
@@ -33,10 +33,17 @@ FDW = ["run", "fdw-overhead", "--preset", "quick"]
 ])
 def test_bad_set_is_one_line_exit_2(args, message, workspace_root):
     ws = workspace_root.parent / (workspace_root.name + "-untouched")   # reachable by the servers' user
-    assert_user_error(pgpathbench(*args, workspace=ws), message, untouched=ws)
+    assert_user_error(pgpathbench_main(*args, workspace=ws), message, untouched=ws)
+
+
+def test_bad_set_is_one_line_exit_2_by_a_process(workspace_root):
+    """As a user runs it: a name postgres --describe-config does not know (the rest in-process above)."""
+    ws = workspace_root.parent / (workspace_root.name + "-untouched")
+    res = pgpathbench(*TPCH, "--set", "wrk_mem=64kB", workspace=ws)
+    assert_user_error(res, "--set: unknown setting 'wrk_mem' for PostgreSQL 15; see SHOW ALL", untouched=ws)
 
 
 def test_every_study_has_set():
-    studies = json.loads(pgpathbench("studies", "--format", "json").stdout)
+    studies = json.loads(pgpathbench_main("studies", "--format", "json").stdout)
     for s in studies:
         assert s["knob_families"]["set"]["option"] == "--set" and s["knob_families"]["set"]["names"] is None
