@@ -1,6 +1,6 @@
 /*
  * What the C clients (pgpb_libpq, pgpb_odbc) share of clients/CONTRACT.md: the command line,
- * errors, the clock, the COPY-text rendering of rows, its checksum (the sum of every row's FNV-1a),
+ * errors, the clock, the COPY-text rendering of rows, its checksum (pgpb_checksum.h),
  * the histogram of iteration times, the output and the JSON line. Included once per client (everything is static); define CLIENT and USAGE first.
  */
 #ifndef PGPB_COMMON_H
@@ -27,8 +27,7 @@ static long keep = 1, iterations = 1, print = 0;
 
 /* ---- measurements --------------------------------------------------------------------- */
 static long long rows, nbytes;
-static uint64_t checksum;                   /* sum (mod 2^64) of the FNV-1a 64 of every finished row */
-static uint64_t row_hash = FNV_BASIS;       /* FNV-1a 64 of the row being hashed, so far */
+static pgpb_rowhash row_sums = PGPB_ROWHASH_INIT; /* the checksum: rows ended, the row begun */
 static double connect_s, exec_s, fetch_s;
 static double connect_began;                /* clock read that began the last connection */
 
@@ -118,12 +117,39 @@ static const unsigned char esc[256] = {
 static void hash(const unsigned char *p, size_t n)
 {
 #ifndef PGPB_NO_CHECKSUM
-    pgpb_hash_rows(&checksum, &row_hash, p, n);
+    pgpb_rowhash_text(&row_sums, p, n);
 #else /* pgpb_libpq_nochecksum: only to measure what the checksum costs (interfaces-fidelity) */
     (void) p;
-    (void) row_hash;
 #endif
     nbytes += n;
+}
+
+/* 8 bytes, then 1, of the row begun, then its end (none in pgpb_libpq_nochecksum). */
+static inline void hash_word(pgpb_rowhash *s, uint64_t w)
+{
+#ifndef PGPB_NO_CHECKSUM
+    pgpb_rowhash_word(s, w);
+#else
+    (void) s, (void) w;
+#endif
+}
+
+static inline void hash_byte(pgpb_rowhash *s, unsigned char b)
+{
+#ifndef PGPB_NO_CHECKSUM
+    pgpb_rowhash_byte(s, b);
+#else
+    (void) s, (void) b;
+#endif
+}
+
+static inline void hash_row_end(pgpb_rowhash *s)
+{
+#ifndef PGPB_NO_CHECKSUM
+    pgpb_rowhash_end(s);
+#else
+    (void) s;
+#endif
 }
 
 static void out_open(void)
@@ -185,48 +211,80 @@ static inline void out_reserve(size_t n)
     }
 }
 
+/* A separator or a row's end ('\n'), or a byte of \N. */
 static inline void out_byte(char c)
 {
     if (!print) {
-        hash((const unsigned char *) &c, 1);
+        hash_byte(&row_sums, c);
+        if (c == '\n')
+            hash_row_end(&row_sums);
+        nbytes++;
         return;
     }
     out_reserve(1);
     outbuf[out_len++] = c;
 }
 
-/* One byte of the checksum (none in pgpb_libpq_nochecksum). */
-static inline uint64_t hash_step(uint64_t h, unsigned char b)
+/* Whether one of w's 8 bytes may need an escape: one below 0x0E (which covers \b \t \n \v \f \r)
+ * or a backslash. Most words of text have none and go whole (SWAR: a byte's borrow or zero sets
+ * its high bit; bytes of 0x80 and over never do). */
+static inline int may_need_escape(uint64_t w)
 {
-#ifndef PGPB_NO_CHECKSUM
-    return pgpb_fnv1a_step(h, b);
-#else
-    (void) b;
-    return h;
-#endif
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t bs = w ^ (ones * '\\');
+    return ((((w - ones * 0x0E) & ~w) | ((bs - ones) & ~bs)) & highs) != 0;
+}
+
+/* One byte of a value into the row's hash, escaped: 1 if it took an escape. */
+static inline size_t hash_escaped(pgpb_rowhash *s, unsigned char b)
+{
+    unsigned char c = esc[b];
+    if (!c) {
+        hash_byte(s, b);
+        return 0;
+    }
+    hash_byte(s, '\\');
+    hash_byte(s, c);
+    return 1;
 }
 
 /* -p 0 writes nothing, so a value's COPY text is hashed as it is rendered instead of being stored
- * and read again: the same bytes, so the same bytes and checksum, in one pass whose escape lookups
- * run beside the FNV-1a chain (sql001's 1-row loop: 18.5k instructions a query instead of 28.4k;
- * pgbench's 9.2k). A value holds no raw '\n', so no row ends inside it. */
+ * and read again: the same bytes, so the same bytes and checksum, 8 at a time where none needs an
+ * escape. A value holds no raw '\n', so no row ends inside it. */
 static inline void hash_text(const unsigned char *p, size_t n)
 {
-    uint64_t h = row_hash;
+    pgpb_rowhash s = row_sums; /* a local copy stays in registers */
     size_t escaped = 0;
-    for (const unsigned char *e = p + n; p < e; p++) {
-        unsigned char c = esc[*p];
-        if (c) {
-            h = hash_step(hash_step(h, '\\'), c);
-            escaped++;
-        } else
-            h = hash_step(h, *p);
+    const unsigned char *e = p + n;
+    for (; e - p >= 8; p += 8) {
+        uint64_t w = pgpb_load_le64(p);
+        if (!may_need_escape(w))
+            hash_word(&s, w);
+        else
+            for (int i = 0; i < 8; i++)
+                escaped += hash_escaped(&s, p[i]);
     }
-    row_hash = h;
+    for (; p < e; p++)
+        escaped += hash_escaped(&s, *p);
+    row_sums = s;
     nbytes += n + escaped;
 }
 
-/* Text of a value, escaped (escaping is per byte, so a value may come in pieces). */
+/* One byte of a value, escaped, at o: past it. */
+static inline unsigned char *put_escaped(unsigned char *o, unsigned char b)
+{
+    unsigned char c = esc[b];
+    if (!c) {
+        *o++ = b;
+        return o;
+    }
+    *o++ = '\\';
+    *o++ = c;
+    return o;
+}
+
+/* Text of a value, escaped (escaping is per byte, so a value may come in pieces); 8 bytes are
+ * copied at once where none needs an escape. */
 static inline void out_text(const char *v, size_t n)
 {
     if (!print) {
@@ -235,14 +293,17 @@ static inline void out_text(const char *v, size_t n)
     }
     out_reserve(2 * n); /* worst case: every byte escaped */
     unsigned char *o = outbuf + out_len;
-    for (const unsigned char *p = (const unsigned char *) v, *e = p + n; p < e; p++) {
-        unsigned char c = esc[*p];
-        if (c) {
-            *o++ = '\\';
-            *o++ = c;
+    const unsigned char *p = (const unsigned char *) v, *e = p + n;
+    for (; e - p >= 8; p += 8) {
+        if (!may_need_escape(pgpb_load_le64(p))) {
+            memcpy(o, p, 8);
+            o += 8;
         } else
-            *o++ = *p;
+            for (int i = 0; i < 8; i++)
+                o = put_escaped(o, p[i]);
     }
+    for (; p < e; p++)
+        o = put_escaped(o, *p);
     out_len = o - outbuf;
 }
 
@@ -292,7 +353,7 @@ static void print_result(const char *client, const char *version, double total_s
     printf("{\"client\":\"%s\",\"version\":\"%s\",\"mode\":\"%s\",\"iterations\":%ld,"
            "\"rows\":%lld,\"bytes\":%lld,\"checksum\":\"%016llx\",\"connect_s\":%.6f,\"exec_s\":%.6f,"
            "\"fetch_s\":%.6f,\"total_s\":%.6f,\"iteration_us\":",
-           client, version, mode, iterations, rows, nbytes, (unsigned long long) checksum,
+           client, version, mode, iterations, rows, nbytes, (unsigned long long) row_sums.sum,
            connect_s, exec_s, fetch_s, total_s);
     hist_print(stdout);
     fputs("}\n", stdout);
