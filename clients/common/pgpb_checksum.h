@@ -42,20 +42,6 @@ static inline uint64_t pgpb_load_le64(const unsigned char *p)
     return w;
 }
 
-/* 8 more bytes of the row begun, the little-endian word w: mixed in whole when the row's length is
- * a multiple of 8; otherwise w's first bytes complete the tail and its others become the tail. */
-static inline void pgpb_rowhash_word(pgpb_rowhash *s, uint64_t w)
-{
-    unsigned shift = (unsigned) (s->len & 7) * 8;
-    if (shift == 0)
-        s->h = pgpb_rowhash_mix(s->h, w);
-    else {
-        s->h = pgpb_rowhash_mix(s->h, s->tail | w << shift);
-        s->tail = w >> (64 - shift);
-    }
-    s->len += 8;
-}
-
 static inline void pgpb_rowhash_byte(pgpb_rowhash *s, unsigned char b)
 {
     s->tail |= (uint64_t) b << (s->len & 7) * 8;
@@ -85,13 +71,65 @@ static inline void pgpb_rowhash_end(pgpb_rowhash *s)
     s->len = 0;
 }
 
-/* n more bytes of the row begun (a '\n' among them does not end it). */
+/* 1 to 7 more bytes of the row begun, the k low bytes of v (its others zero). */
+static inline void pgpb_rowhash_partial(pgpb_rowhash *s, uint64_t v, unsigned k)
+{
+    unsigned fill = (unsigned) (s->len & 7);
+    s->tail |= v << fill * 8;
+    if (fill + k >= 8) { /* fill > 0: the tail is full, v's other bytes begin the next */
+        s->h = pgpb_rowhash_mix(s->h, s->tail);
+        s->tail = v >> (64 - fill * 8);
+    }
+    s->len += k;
+}
+
+/* The first k (1..7) of 8 bytes read as the word w, as the low bytes of a word. */
+static inline uint64_t pgpb_first_bytes(uint64_t w, unsigned k)
+{
+    return w & ((1ULL << 8 * k) - 1);
+}
+
+/* The last k (1..7) of n >= 8 bytes ending at e, as the low bytes of a word (read from e - 8). */
+static inline uint64_t pgpb_last_bytes(const unsigned char *e, unsigned k)
+{
+    return pgpb_load_le64(e - 8) >> (64 - 8 * k);
+}
+
+/* How many bytes the row begun lacks to end a whole word (0..7). */
+static inline unsigned pgpb_rowhash_lack(const pgpb_rowhash *s)
+{
+    return (unsigned) -s->len & 7;
+}
+
+/* n whole words from p into the row begun, whose length must be a multiple of 8 (no tail). */
+static inline void pgpb_rowhash_words(pgpb_rowhash *s, const unsigned char *p, size_t n)
+{
+    uint64_t h = s->h;
+    for (const unsigned char *e = p + 8 * n; p < e; p += 8)
+        h = pgpb_rowhash_mix(h, pgpb_load_le64(p));
+    s->h = h;
+    s->len += 8 * n;
+}
+
+/* n more bytes of the row begun (a '\n' among them does not end it): first those that complete its
+ * tail, so that the row's words are read whole from p, whatever p's place in the row. */
 static inline void pgpb_rowhash_bytes(pgpb_rowhash *s, const unsigned char *p, size_t n)
 {
-    for (; n >= 8; p += 8, n -= 8)
-        pgpb_rowhash_word(s, pgpb_load_le64(p));
-    while (n--)
-        pgpb_rowhash_byte(s, *p++);
+    const unsigned char *e = p + n;
+    unsigned lack = pgpb_rowhash_lack(s);
+    if (n < 8) {
+        while (p < e)
+            pgpb_rowhash_byte(s, *p++);
+        return;
+    }
+    if (lack) {
+        pgpb_rowhash_partial(s, pgpb_first_bytes(pgpb_load_le64(p), lack), lack);
+        p += lack;
+    }
+    pgpb_rowhash_words(s, p, (size_t) (e - p) / 8);
+    p += (size_t) (e - p) / 8 * 8;
+    if (p < e)
+        pgpb_rowhash_partial(s, pgpb_last_bytes(e, e - p), e - p);
 }
 
 /* COPY text in pieces of any size: a raw '\n' ends a row (COPY text escapes values' newlines). */
