@@ -1,6 +1,6 @@
 /*
  * What the C clients (pgpb_libpq, pgpb_odbc) share of clients/CONTRACT.md: the command line,
- * errors, the clock, the COPY-text rendering of rows, its checksum (the sum of every row's FNV-1a),
+ * errors, the clock, the COPY-text rendering of rows, its checksum (pgpb_checksum.h),
  * the histogram of iteration times, the output and the JSON line. Included once per client (everything is static); define CLIENT and USAGE first.
  */
 #ifndef PGPB_COMMON_H
@@ -18,6 +18,9 @@
 
 #include "pgpb_checksum.h"
 #include "pgpb_histogram.h"
+#ifdef __SSE2__
+#include <emmintrin.h> /* clean_words */
+#endif
 
 #define OUTBUF_SIZE (1 << 20) /* output is written in 1 MiB blocks, never per row; hashed per row */
 
@@ -27,8 +30,7 @@ static long keep = 1, iterations = 1, print = 0;
 
 /* ---- measurements --------------------------------------------------------------------- */
 static long long rows, nbytes;
-static uint64_t checksum;                   /* sum (mod 2^64) of the FNV-1a 64 of every finished row */
-static uint64_t row_hash = FNV_BASIS;       /* FNV-1a 64 of the row being hashed, so far */
+static pgpb_rowhash row_sums = PGPB_ROWHASH_INIT; /* the checksum: rows ended, the row begun */
 static double connect_s, exec_s, fetch_s;
 static double connect_began;                /* clock read that began the last connection */
 
@@ -118,12 +120,48 @@ static const unsigned char esc[256] = {
 static void hash(const unsigned char *p, size_t n)
 {
 #ifndef PGPB_NO_CHECKSUM
-    pgpb_hash_rows(&checksum, &row_hash, p, n);
+    pgpb_rowhash_text(&row_sums, p, n);
 #else /* pgpb_libpq_nochecksum: only to measure what the checksum costs (interfaces-fidelity) */
     (void) p;
-    (void) row_hash;
 #endif
     nbytes += n;
+}
+
+/* Whole words, a byte, 1 to 7 bytes, the end of the row begun (none in pgpb_libpq_nochecksum). */
+static inline void hash_words(pgpb_rowhash *s, const unsigned char *p, size_t n)
+{
+#ifndef PGPB_NO_CHECKSUM
+    pgpb_rowhash_words(s, p, n);
+#else
+    (void) s, (void) p, (void) n;
+#endif
+}
+
+static inline void hash_byte(pgpb_rowhash *s, unsigned char b)
+{
+#ifndef PGPB_NO_CHECKSUM
+    pgpb_rowhash_byte(s, b);
+#else
+    (void) s, (void) b;
+#endif
+}
+
+static inline void hash_partial(pgpb_rowhash *s, uint64_t v, unsigned k)
+{
+#ifndef PGPB_NO_CHECKSUM
+    pgpb_rowhash_partial(s, v, k);
+#else
+    (void) s, (void) v, (void) k;
+#endif
+}
+
+static inline void hash_row_end(pgpb_rowhash *s)
+{
+#ifndef PGPB_NO_CHECKSUM
+    pgpb_rowhash_end(s);
+#else
+    (void) s;
+#endif
 }
 
 static void out_open(void)
@@ -185,48 +223,118 @@ static inline void out_reserve(size_t n)
     }
 }
 
+/* A separator or a row's end ('\n'), or a byte of \N. */
 static inline void out_byte(char c)
 {
     if (!print) {
-        hash((const unsigned char *) &c, 1);
+        hash_byte(&row_sums, c);
+        if (c == '\n')
+            hash_row_end(&row_sums);
+        nbytes++;
         return;
     }
     out_reserve(1);
     outbuf[out_len++] = c;
 }
 
-/* One byte of the checksum (none in pgpb_libpq_nochecksum). */
-static inline uint64_t hash_step(uint64_t h, unsigned char b)
+/* Whether one of w's 8 bytes may need an escape: one below 0x0E (which covers \b \t \n \v \f \r)
+ * or a backslash. Most words of text have none and go whole (SWAR: a byte's borrow or zero sets
+ * its high bit; bytes of 0x80 and over never do). */
+static inline int may_need_escape(uint64_t w)
 {
-#ifndef PGPB_NO_CHECKSUM
-    return pgpb_fnv1a_step(h, b);
-#else
-    (void) b;
-    return h;
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t bs = w ^ (ones * '\\');
+    return ((((w - ones * 0x0E) & ~w) | ((bs - ones) & ~bs)) & highs) != 0;
+}
+
+/* One byte of a value into the row's hash, escaped: 1 if it took an escape. */
+static inline size_t hash_escaped(pgpb_rowhash *s, unsigned char b)
+{
+    unsigned char c = esc[b];
+    if (!c) {
+        hash_byte(s, b);
+        return 0;
+    }
+    hash_byte(s, '\\');
+    hash_byte(s, c);
+    return 1;
+}
+
+static inline int needs_no_escape(uint64_t w)
+{
+    return !may_need_escape(w);
+}
+
+/* How many whole words from p (up to e) hold no byte that needs an escape: 16 bytes a test with
+ * SSE2 (every x86-64 has it), then 8 (SWAR). */
+static inline size_t clean_words(const unsigned char *p, const unsigned char *e)
+{
+    const unsigned char *q = p;
+#ifdef __SSE2__
+    const __m128i backslash = _mm_set1_epi8('\\'), last_escaped = _mm_set1_epi8(0x0D);
+    for (; e - q >= 16; q += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *) q);
+        __m128i low = _mm_cmpeq_epi8(_mm_subs_epu8(v, last_escaped), _mm_setzero_si128()); /* v <= 0x0D */
+        if (_mm_movemask_epi8(_mm_or_si128(low, _mm_cmpeq_epi8(v, backslash))))
+            break;
+    }
 #endif
+    while (e - q >= 8 && needs_no_escape(pgpb_load_le64(q)))
+        q += 8;
+    return (size_t) (q - p) / 8;
 }
 
 /* -p 0 writes nothing, so a value's COPY text is hashed as it is rendered instead of being stored
- * and read again: the same bytes, so the same bytes and checksum, in one pass whose escape lookups
- * run beside the FNV-1a chain (sql001's 1-row loop: 18.5k instructions a query instead of 28.4k;
- * pgbench's 9.2k). A value holds no raw '\n', so no row ends inside it. */
-static inline void hash_text(const unsigned char *p, size_t n)
+ * and read again: the same bytes, so the same bytes and checksum, whole words where none of their
+ * bytes needs an escape, byte by byte where one does. A value holds no raw '\n', so no row ends
+ * inside it. */
+static inline void hash_text(const unsigned char *v, size_t n)
 {
-    uint64_t h = row_hash;
+    pgpb_rowhash s = row_sums; /* a local copy stays in registers */
     size_t escaped = 0;
-    for (const unsigned char *e = p + n; p < e; p++) {
-        unsigned char c = esc[*p];
-        if (c) {
-            h = hash_step(hash_step(h, '\\'), c);
-            escaped++;
-        } else
-            h = hash_step(h, *p);
+    const unsigned char *p = v, *e = v + n;
+    for (;;) {
+        unsigned lack = pgpb_rowhash_lack(&s); /* first complete the row's word, if clean */
+        uint64_t w;
+        if (lack && e - p >= 8 && needs_no_escape(w = pgpb_load_le64(p))) {
+            hash_partial(&s, pgpb_first_bytes(w, lack), lack);
+            p += lack;
+            lack = 0;
+        }
+        if (!lack) { /* then the row's words are whole words from p */
+            size_t words = clean_words(p, e);
+            hash_words(&s, p, words);
+            p += 8 * words;
+        }
+        if (e - p < 8)
+            break;
+        for (const unsigned char *q = p + 8; p < q; p++) /* a word that needs an escape */
+            escaped += hash_escaped(&s, *p);
     }
-    row_hash = h;
+    if (p < e && n >= 8 && needs_no_escape(pgpb_load_le64(e - 8))) /* the last bytes, clean */
+        hash_partial(&s, pgpb_last_bytes(e, e - p), e - p);
+    else
+        for (; p < e; p++)
+            escaped += hash_escaped(&s, *p);
+    row_sums = s;
     nbytes += n + escaped;
 }
 
-/* Text of a value, escaped (escaping is per byte, so a value may come in pieces). */
+/* One byte of a value, escaped, at o: past it. */
+static inline unsigned char *put_escaped(unsigned char *o, unsigned char b)
+{
+    unsigned char c = esc[b];
+    if (!c) {
+        *o++ = b;
+        return o;
+    }
+    *o++ = '\\';
+    *o++ = c;
+    return o;
+}
+
+/* Text of a value, escaped (escaping is per byte, so a value may come in pieces); whole words are
+ * copied at once where none of their bytes needs an escape. */
 static inline void out_text(const char *v, size_t n)
 {
     if (!print) {
@@ -235,14 +343,19 @@ static inline void out_text(const char *v, size_t n)
     }
     out_reserve(2 * n); /* worst case: every byte escaped */
     unsigned char *o = outbuf + out_len;
-    for (const unsigned char *p = (const unsigned char *) v, *e = p + n; p < e; p++) {
-        unsigned char c = esc[*p];
-        if (c) {
-            *o++ = '\\';
-            *o++ = c;
-        } else
-            *o++ = *p;
+    const unsigned char *p = (const unsigned char *) v, *e = p + n;
+    for (;;) {
+        size_t clean = 8 * clean_words(p, e);
+        memcpy(o, p, clean);
+        o += clean;
+        p += clean;
+        if (e - p < 8)
+            break;
+        for (const unsigned char *w = p + 8; p < w; p++)
+            o = put_escaped(o, *p);
     }
+    for (; p < e; p++)
+        o = put_escaped(o, *p);
     out_len = o - outbuf;
 }
 
@@ -292,7 +405,7 @@ static void print_result(const char *client, const char *version, double total_s
     printf("{\"client\":\"%s\",\"version\":\"%s\",\"mode\":\"%s\",\"iterations\":%ld,"
            "\"rows\":%lld,\"bytes\":%lld,\"checksum\":\"%016llx\",\"connect_s\":%.6f,\"exec_s\":%.6f,"
            "\"fetch_s\":%.6f,\"total_s\":%.6f,\"iteration_us\":",
-           client, version, mode, iterations, rows, nbytes, (unsigned long long) checksum,
+           client, version, mode, iterations, rows, nbytes, (unsigned long long) row_sums.sum,
            connect_s, exec_s, fetch_s, total_s);
     hist_print(stdout);
     fputs("}\n", stdout);

@@ -42,8 +42,10 @@ static void render(const PGresult *r)
 {
     int nrows = PQntuples(r), nfields = PQnfields(r);
     for (int i = 0; i < nrows; i++) {
-        for (int j = 0; j < nfields; j++)
-            out_field(j == 0, PQgetvalue(r, i, j), PQgetlength(r, i, j), PQgetisnull(r, i, j));
+        for (int j = 0; j < nfields; j++) {
+            int len = PQgetlength(r, i, j); /* a NULL's is 0: ask only then */
+            out_field(j == 0, PQgetvalue(r, i, j), len, len == 0 && PQgetisnull(r, i, j));
+        }
         out_end_row();
     }
 }

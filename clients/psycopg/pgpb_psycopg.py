@@ -7,22 +7,19 @@ Run it with the project's virtual environment: .tools/clients/pgpb_psycopg does.
 
 from __future__ import annotations
 
-import ctypes
 import getopt
 import os
 import sys
-from pathlib import Path
 from time import perf_counter as now  # monotonic
 
-from pgpb_histogram import IterationHistogram  # beside this file (sys.path[0])
+import pgpb_rowhash  # beside this file (sys.path[0]), as is pgpb_histogram
+from pgpb_histogram import IterationHistogram
 
 CLIENT = "pgpb_psycopg"
 USAGE = (f"usage: {CLIENT} -c CONNINFO -s SQL [-k 0|1] [-n ITERATIONS] [-p 0|1] [-o DEST]\n"
          "       [-m normal|cursor:N|copy]   (see clients/CONTRACT.md)\n")
 OUTBUF_SIZE = 1 << 20  # output is hashed and written in 1 MiB blocks, never per row
 BATCH_ROWS = 10_000    # rows converted to Python objects at a time in normal mode (bounded memory)
-FNV_BASIS, FNV_PRIME, MASK64 = 0xCBF29CE484222325, 0x100000001B3, (1 << 64) - 1
-FNV_LIB = Path(__file__).resolve().parents[2] / ".tools" / "clients" / "libpgpb_fnv1a.so"
 
 # Escapes of COPY TO's text format (CopyAttributeOutText); every other character is kept.
 ESCAPES = str.maketrans({"\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
@@ -53,34 +50,15 @@ def parse_int(opt: str, s: str, lo: int, hi: int) -> int:
 
 
 def load_hash_rows():
-    """The contract's checksum loop in C (ctypes), as hash_rows(state, data): data is the next piece
-    of COPY text, state [the sum of the rows ended so far, the FNV-1a of the row begun]. A pure
-    Python fallback is correct but about 100x slower."""
-    lib_path = os.environ.get("PGPB_FNV1A_LIB", str(FNV_LIB))
-    try:
-        c_rows = ctypes.CDLL(lib_path).pgpb_fnv1a_rows
-    except (OSError, AttributeError):
+    """The contract's checksum loop (pgpb_rowhash.py) as hash_rows(state, data): data is the next piece
+    of COPY text. In C unless the library is missing (a warning, then pure Python, slowly)."""
+    lib_path = os.environ.get("PGPB_ROWHASH_LIB", str(pgpb_rowhash.LIB))
+    c = pgpb_rowhash.load_c(lib_path)
+    if c is None:
         sys.stderr.write(f"{CLIENT}: warning: {lib_path} missing or stale (scripts/build-clients builds it); "
                          "hashing in pure Python, slowly\n")
-        return hash_rows_python
-    c_rows.argtypes = (ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_size_t)
-    c_rows.restype = None
-
-    def hash_rows(state, data: bytearray) -> None:
-        if data:
-            first = ctypes.c_char.from_buffer(data)  # the bytearray's own memory, no copy
-            c_rows(state, ctypes.addressof(first), len(data))
-    return hash_rows
-
-
-def hash_rows_python(state, data: bytearray) -> None:
-    """clients/common/pgpb_checksum.h's loop: a raw newline ends a row (values' newlines are escaped)."""
-    total, h = state[0], state[1]
-    for b in data:
-        h = ((h ^ b) * FNV_PRIME) & MASK64
-        if b == 10:
-            total, h = (total + h) & MASK64, FNV_BASIS
-    state[0], state[1] = total, h
+        return pgpb_rowhash.update_python
+    return c[1]
 
 
 class Output:
@@ -94,7 +72,7 @@ class Output:
         self.printing = printing
         self.hash_rows = load_hash_rows()
         self.buf = bytearray()
-        self.state = (ctypes.c_uint64 * 2)(0, FNV_BASIS)
+        self.state = pgpb_rowhash.new_state()
         self.nbytes = 0
 
     @property

@@ -52,7 +52,7 @@ def built():
     """scripts/build-clients, as on a fresh machine (a second call only checks timestamps)."""
     res = subprocess.run([str(REPO / "scripts" / "build-clients")], capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
-    for name in ("pgpb_libpq", "pgpb_odbc", "pgpb-jdbc.jar", "pgpb_psycopg", "libpgpb_fnv1a.so"):
+    for name in ("pgpb_libpq", "pgpb_odbc", "pgpb-jdbc.jar", "pgpb_psycopg", "libpgpb_rowhash.so"):
         assert (TOOLS / name).is_file(), name
 
 
@@ -194,6 +194,51 @@ def test_checksum_changes_with_one_byte_of_one_row(ordered):
         if name == "changed":
             assert (o["rows"], o["bytes"], o["checksum"]) == \
                 (refs["changed"].rows, refs["changed"].bytes, refs["changed"].checksum), (client, mode)
+
+
+# -- the checksum reads 8 bytes at a time: values short and long, escapes on word boundaries ------
+# rows of 1 to 18 bytes and more; then a value twice, so that the row's words straddle fields
+EDGE_SQL = {"v": "select v from tedge order by id", "v-id-v": "select v, id, v from tedge order by id"}
+
+
+@pytest.fixture(scope="module")
+def edges(built, server, tmp_path_factory):
+    """Every client x mode (over TCP), printing to a file and not, reading tedge: values of 0 to 17
+    bytes, a NULL, and escapes (tab, backslash, newline), a 2-byte character and a literal \\N placed
+    on each side of the first and second 8-byte words of a value. -> (outputs, psql's COPY text)."""
+    values = [f"repeat('a', {n})" for n in range(18)] + ["NULL", "repeat('x', 7) || 'é' || 'y'"]
+    values += [f"repeat('x', {k}) || {esc} || 'y'" for k in range(5, 10)
+               for esc in (r"E'\t'", r"E'\\'", r"E'\n'", r"'\N'")]
+    values += [r"repeat('z', 7) || E'\t' || repeat('z', 7) || E'\\' || repeat('z', 7) || E'\r\n' || 'zz'"]
+    server.execute("postgres", "CREATE TABLE tedge (id int PRIMARY KEY, v text)",
+                   "INSERT INTO tedge VALUES " + ", ".join(f"({i}, {v})" for i, v in enumerate(values)))
+    out_dir = tmp_path_factory.mktemp("edges")
+    keys = [(client, mode, printing, query) for client, (_, modes, _) in CLIENTS.items() for mode in modes
+            for printing in ("0", "1") for query in EDGE_SQL]
+
+    def one(key):
+        path = out_dir / "-".join(key).replace(":", "_")
+        res = run(key[0], "-c", server.conninfo(transport="tcp"), "-s", EDGE_SQL[key[3]], "-m", key[1], "-n", "2",
+                  "-p", key[2], "-o", str(path))
+        assert res.returncode == 0, (key, res.stderr)
+        return key, (json.loads(res.stdout), path.read_bytes())
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(one, keys)), {query: psql_copy(server, sql) for query, sql in EDGE_SQL.items()}
+
+
+def test_checksum_of_rows_around_word_boundaries(edges):
+    """Every client's rows, bytes and checksum are conftest's oracle's over psql's COPY text (the
+    contract's definition, not the tool's code), and a printed file is that text."""
+    outputs, copy_texts = edges
+    assert set(range(1, 19)) <= {len(row) + 1 for row in copy_texts["v"].split(b"\n")[:-1]}
+    assert copy_texts["v"].count(b"\\t") >= 5 and copy_texts["v"].count(b"\\\\") >= 5
+    assert len(outputs) == 2 * len(EDGE_SQL) * sum(len(modes) for _, modes, _ in CLIENTS.values())
+    for key, (out, file_bytes) in outputs.items():
+        copy_text = copy_texts[key[3]]
+        expected = (2 * copy_text.count(b"\n"), 2 * len(copy_text), contract_checksum(copy_text, 2))
+        assert (out["rows"], out["bytes"], out["checksum"]) == expected, key
+        assert file_bytes == (copy_text * 2 if key[2] == "1" else b""), key
 
 
 # -- PGOPTIONS: how the studies turn synchronized scans off (clients.session_env) ---------------------

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import MASK64, contract_checksum, fnv1a_64
+from conftest import contract_checksum
 from pgpathbench.tools import clients
 from pgpathbench.tools.clients import ClientOutputError, parse_client_json, repeated_checksum, spawn_measured
 from pgpathbench.errors import CaseError, UserError
@@ -296,46 +296,6 @@ def test_numiter_text(n, text):
 def test_conndesc():
     assert [conndesc(t) for t in ("unix", "tcp", "remote")] == ["lcl:ipc", "lcl:tcp", "rmt:tcp"]
     assert conndesc("remote", "5ms") == "rmt+5ms:tcp"
-
-
-def test_fnv1a_of_the_contract():
-    assert clients.fnv1a(b"") == 0xCBF29CE484222325
-    assert clients.fnv1a(b"a") == 0xAF63DC4C8601EC8C           # the published FNV-1a 64 test vector
-    assert clients.fnv1a(b"foobar") == 0x85944171F73967E8
-    assert clients.fnv1a(b"4242\taaa\n") == fnv1a_64(b"4242\taaa\n")
-
-
-@pytest.fixture(params=["c", "python"])
-def checksum_loop(request, monkeypatch):
-    """Both ways the tool computes the checksum: libpgpb_fnv1a.so (when built) and pure Python."""
-    if request.param == "python":
-        monkeypatch.setattr(clients, "_fnv_lib", False)
-    elif clients._fnv_c() is None:
-        pytest.skip("libpgpb_fnv1a.so is not built (scripts/build-clients)")
-    return request.param
-
-
-def test_checksum_is_the_sum_of_the_rows_fnv1a(checksum_loop):
-    assert clients.rows_checksum(b"") == 0                                      # no rows at all
-    # one row: its FNV-1a, newline included; from the published vector of b"a", one more byte
-    a_row = ((0xAF63DC4C8601EC8C ^ ord("\n")) * 0x100000001B3) & MASK64
-    assert clients.rows_checksum(b"a\n") == a_row == fnv1a_64(b"a\n")
-    # the sum wraps at 2^64: 40 times b"a\n" (about 6.2e17 each) pass it once
-    assert (40 * a_row) >> 64 == 1 and clients.rows_checksum(b"a\n" * 40) == 40 * a_row - (1 << 64)
-    rows = [b"1\tx\n", b"2\t\\N\n", b"3\ta\\tb\n", b"4242\t" + "café".encode() + b"\n"]
-    expected = sum(map(fnv1a_64, rows)) & MASK64
-    assert clients.rows_checksum(b"".join(rows)) == expected
-    assert clients.rows_checksum(b"".join(reversed(rows))) == expected          # row order does not matter
-    assert clients.rows_checksum(b"".join(rows[:-1]) + b"4243" + rows[-1][4:]) != expected   # a changed row does
-
-
-def test_checksum_takes_the_text_in_pieces_of_any_size(checksum_loop):
-    text = b"".join(b"%d\t%s\n" % (i, b"x" * i) for i in range(40))
-    for size in (1, 3, 7, 64, len(text)):
-        checksum = clients.RowChecksum()
-        for i in range(0, len(text), size):             # pieces end inside rows and hold several rows
-            checksum.update(text[i:i + size])
-        assert checksum.value == clients.rows_checksum(text), size
 
 
 def test_reference_repeats_the_checksum_over_iterations():

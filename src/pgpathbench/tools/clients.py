@@ -16,7 +16,6 @@ program a study measures (psql, pgbench).
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import json
 import math
@@ -40,8 +39,6 @@ KEYS = ("client", "version", "mode", "iterations", "rows", "bytes", "checksum", 
         "fetch_s", "total_s", "iteration_us")
 ITERATION_KEYS = ("min", "max", "hist")
 TIMES = ("connect_s", "exec_s", "fetch_s", "total_s")
-FNV_OFFSET = 0xCBF29CE484222325
-FNV_PRIME = 0x100000001B3
 MASK64 = (1 << 64) - 1
 # Every session of ours reading the seed tables runs without synchronized sequential scans: on a table
 # larger than a quarter of shared_buffers, a scan would start where another left off, and the same
@@ -72,7 +69,7 @@ CLIENTS: dict[str, NativeClient] = {
     "libpq": NativeClient("libpq", ("pgpb_libpq",), ("normal", "single-row", "copy", "chunked")),
     "odbc": NativeClient("odbc", ("pgpb_odbc", "odbcinst.ini"), ("normal", "cursor")),
     "jdbc": NativeClient("jdbc", ("pgpb-jdbc.jar",), ("normal", "cursor", "copy"), unix_socket=False),
-    "psycopg": NativeClient("psycopg", ("pgpb_psycopg", "libpgpb_fnv1a.so"), ("normal", "cursor", "copy")),
+    "psycopg": NativeClient("psycopg", ("pgpb_psycopg", "libpgpb_rowhash.so"), ("normal", "cursor", "copy")),
     # Not an interface: pgpb_libpq built without its checksum loop (its JSON says client "libpq" and the
     # checksum of no rows, 0). interfaces-fidelity runs it to show what the checksum costs.
     "libpq-nochecksum": NativeClient("libpq", ("pgpb_libpq_nochecksum",), ("normal", "single-row", "copy")),
@@ -187,15 +184,15 @@ def _is_number(v) -> bool:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
 
 
-def _load_histogram():
-    """clients/psycopg/pgpb_histogram.py: the contract's bucket function in Python, the psycopg client's own."""
-    spec = importlib.util.spec_from_file_location("pgpb_histogram", REPO / "clients" / "psycopg" / "pgpb_histogram.py")
+def _load_psycopg_module(name: str):
+    """clients/psycopg/NAME.py, a module of the psycopg client's own that the orchestrator shares."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "clients" / "psycopg" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-_histogram = _load_histogram()
+_histogram = _load_psycopg_module("pgpb_histogram")   # the contract's bucket function
 bucket = _histogram.bucket                # v -> LOWER of v's bucket
 bucket_width = _histogram.bucket_width    # LOWER -> how many whole microseconds the bucket holds
 
@@ -287,55 +284,37 @@ def run_native_client(client: str, conninfo: str, sql: str, *, mode: str = "norm
 
 
 # -- the contract's checksum ----------------------------------------------------------------
-_fnv_lib = None
+_rowhash = _load_psycopg_module("pgpb_rowhash")   # the definition in Python, and its C loop by ctypes
+_rowhash_lib = None
 
 
-def _fnv_c():
-    """The C loops the psycopg client uses (.tools/clients/libpgpb_fnv1a.so), if built and current."""
-    global _fnv_lib
-    if _fnv_lib is None:
-        path = TOOLS / "libpgpb_fnv1a.so"
-        lib = ctypes.CDLL(str(path)) if path.is_file() else None
-        if lib is None or not hasattr(lib, "pgpb_fnv1a_rows"):
-            _fnv_lib = False
-        else:
-            lib.pgpb_fnv1a.restype = ctypes.c_uint64
-            lib.pgpb_fnv1a.argtypes = [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]
-            lib.pgpb_fnv1a_rows.restype = None
-            lib.pgpb_fnv1a_rows.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_size_t]
-            _fnv_lib = lib
-    return _fnv_lib or None
+def _rowhash_c():
+    """(row_hash, update) of .tools/clients/libpgpb_rowhash.so, the psycopg client's C loop, if built
+    and current."""
+    global _rowhash_lib
+    if _rowhash_lib is None:
+        _rowhash_lib = _rowhash.load_c(TOOLS / "libpgpb_rowhash.so") or False
+    return _rowhash_lib or None
 
 
-def fnv1a(data: bytes, h: int = FNV_OFFSET) -> int:
-    """64-bit FNV-1a of data, continuing from h: the hash of one row in the contract's checksum."""
-    lib = _fnv_c()
-    if lib is not None:
-        return lib.pgpb_fnv1a(h, data, len(data))
-    for b in data:
-        h = ((h ^ b) * FNV_PRIME) & MASK64
-    return h
+def row_hash(row: bytes) -> int:
+    """The hash of one row (all its bytes, its newline included) in the contract's checksum."""
+    lib = _rowhash_c()
+    return lib[0](row) if lib else _rowhash.row_hash_python(row)
 
 
 class RowChecksum:
     """The contract's checksum of COPY text fed in pieces of any size (a row may span pieces, a
-    piece may hold several rows): the sum mod 2^64 of the FNV-1a 64 of every row, its newline
-    included, so that the order of the rows does not matter. A raw newline ends a row (COPY text
-    escapes the newlines of values)."""
+    piece may hold several rows): the sum mod 2^64 of every row's hash, its newline included, so
+    that the order of the rows does not matter. A raw newline ends a row (COPY text escapes the
+    newlines of values)."""
 
     def __init__(self) -> None:
-        self._state = (ctypes.c_uint64 * 2)(0, FNV_OFFSET)   # rows ended (sum), row begun (hash)
+        self._state = _rowhash.new_state()
 
     def update(self, data: bytes) -> RowChecksum:
-        lib = _fnv_c()
-        if lib is not None:
-            lib.pgpb_fnv1a_rows(self._state, data, len(data))
-            return self
-        *ended, begun = data.split(b"\n")
-        total, h = self._state
-        for row in ended:
-            total, h = (total + fnv1a(row + b"\n", h)) & MASK64, FNV_OFFSET
-        self._state[:] = total, fnv1a(begun, h)
+        lib = _rowhash_c()
+        (lib[1] if lib else _rowhash.update_python)(self._state, data)
         return self
 
     @property

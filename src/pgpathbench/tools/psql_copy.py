@@ -3,7 +3,7 @@
 psql runs through the measured spawn (tools/spawn.py), in the clients' session environment
 (synchronize_seqscans off); its COPY text is streamed through a pipe and hashed here as it
 comes, never held whole (the paper's t10m is 2.8 GB): rows, bytes and the contract's checksum
-(clients/CONTRACT.md: the sum of each row's FNV-1a 64, so row order does not matter).
+(clients/CONTRACT.md: the sum of each row's hash, so row order does not matter).
 """
 
 from __future__ import annotations

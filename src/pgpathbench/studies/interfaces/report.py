@@ -435,6 +435,6 @@ def _checksum_table(result: StudyResult) -> Table | None:
     return Table("Every client returns the same data: rows, bytes and checksum against psql's COPY",
                  ["PG", "Query", "SQL", "Rows", "Bytes", "Checksum (1 iteration)", "Agree", "Mismatches",
                   "Clients that agree"], rows,
-                 ["Reference: psql -c 'COPY (SQL) TO STDOUT', the sum of the FNV-1a 64 of its rows, once per run "
+                 ["Reference: psql -c 'COPY (SQL) TO STDOUT', the contract's checksum of its rows, once per run "
                   "and server; each measurement must return exactly these rows, bytes and checksum (x iterations), "
                   "or it fails with 'checksum mismatch'."], align_left=3, detail=(2, 5))

@@ -250,7 +250,7 @@ CLIENT = (
     Metric("rows", "rows", "none", "rows read, over every iteration"),
     Metric("bytes", "bytes", "none", "bytes of row data read as COPY text, over every iteration"),
     Metric("iterations", "1", "none", "times the query ran (-n)"),
-    Metric("checksum", "text", "none", "sum of the FNV-1a 64 of every row read (hex), checked against psql's COPY"),
+    Metric("checksum", "text", "none", "sum of every row's hash (hex, clients/CONTRACT.md), checked against psql's COPY"),
     Metric("mode", "text", "none", "the client's fetch mode (-m), or the reference tool"),
     Metric("version", "text", "none", "the client's driver and its version"),
 )

@@ -22,7 +22,7 @@ Every measurement is one run of a client, as the seed's driver function ran one 
 `duration_ms` is the command's wall time, process start included (the JVM's, the interpreter's);
 what the seed could not show is kept beside it: the client's own connect, execute and fetch
 times, its CPU (user, system) and peak resident set from the kernel (os.wait4), rows/s and MB/s.
-Every client's rows, bytes and checksum (the sum of the FNV-1a of COPY's text of every row: row
+Every client's rows, bytes and checksum (the sum of the hashes of COPY's text of every row: row
 order does not matter) must equal psql's COPY of the same query (tools/psql_copy.py), computed
 once before the first round: a client that returns other data fails the measurement, loudly.
 

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from ...report import Plot, Point, Table
 from ...results.model import CaseResult, StudyResult
 from ...stats import Summary
-from .spec import (BASELINE, LOOP_CPU_TARGET, LOOP_WALL_BOUND, REFERENCE_TOOL, TARGET, TOOLS, TRANSPORTS,
+from .spec import (BASELINE, DIAGNOSTIC, LOOP_CPU_TARGET, LOOP_WALL_BOUND, REFERENCE_TOOL, TARGET, TOOLS, TRANSPORTS,
                    WORKLOADS, loop_verdict, verdict)
 
 
@@ -111,7 +111,7 @@ def _ratio_table(found: list[Pair]) -> Table | None:
              "'met' when the whole 95% interval is at or below it, 'missed' when it is wholly above, "
              "'undecided' when it spans it (more rounds, a quieter machine). Other clients: findings.",
              "copy: ODBC has no COPY, it runs its normal fetch. The clients checksum every byte (their "
-             "contract, FNV-1a, about 1 ns per byte of CPU), the reference tools do not: "
+             "contract, clients/CONTRACT.md), the reference tools do not: "
              "libpq-nochecksum is pgpb_libpq built without that loop (not a contract client; its rows "
              "and bytes are still checked), so that libpq's ratio splits into the client's driver use "
              "and the checksum's cost."]
@@ -132,12 +132,21 @@ def _loop_table(found: list[LoopFigure]) -> Table | None:
              f"within {LOOP_WALL_BOUND - 1:.0%}; 'met' when the whole 95% interval is at or below it, "
              "'undecided' when the interval spans it (more rounds, a quieter machine).",
              "Both send one query and read its row before the next (pgbench: PQsendQuery and PQgetResult; the "
-             "client: PQexec). The client also renders and checksums every row (its contract: FNV-1a, a chain "
-             "of multiplies, about 1.3 ns a byte: 1.2 us for sql001's 905 bytes); libpq-nochecksum is the "
-             "client without it."]
+             "client: PQexec). The client also renders and checksums every row (its contract); "
+             f"libpq-nochecksum is the client without the checksum{_checksum_cost(found)}."]
     return Table("Fidelity: the 1-row loop against pgbench, CPU and wall time a query",
                  ["PG", "Transport", "Client", "Measure", "pgbench us", "Client us", "Ratio", "95% CI", "Bound",
                   "Verdict", "n"], rows, notes, align_left=4, detail=(0, 8, 10))
+
+
+def _checksum_cost(found: list[LoopFigure]) -> str:
+    """What the checksum cost a query, as measured: libpq's CPU a query minus libpq-nochecksum's."""
+    cpu = {(f.key.pg, f.key.transport, f.key.tool): f.client_us for f in found
+           if f.measure == "CPU" and f.client_us is not None}
+    costs = [f"{cpu[pg, transport, 'libpq'] - us:.2f} us (PG {pg}, {transport})"
+             for (pg, transport, tool), us in cpu.items()
+             if tool == DIAGNOSTIC and (pg, transport, "libpq") in cpu]
+    return f": libpq's CPU a query minus its, median against median, {', '.join(costs)}" if costs else ""
 
 
 def _mode(c: CaseResult) -> str:
@@ -162,8 +171,8 @@ def _process_table(cases: list[tuple[Key, CaseResult]]) -> Table | None:
                  ["PG", "Workload", "Transport", "Tool", "Mode", "Wall s", "CPU user s", "CPU sys s",
                   "Extra CPU ns/byte", "Peak RSS MiB", "n"], rows,
                  ["Extra CPU: the client's CPU time beyond the reference tool's, per byte "
-                  "of row data it received; for libpq's COPY it is the contract's checksum (FNV-1a, "
-                  "about 1 ns per byte), the one piece of work psql does not do. On an idle machine it "
+                  "of row data it received; for libpq's COPY it is the contract's checksum, the one "
+                  "piece of work psql does not do. On an idle machine it "
                   "overlaps with the server's work on the other core; on a busy one it adds to the "
                   "wall time."], align_left=5, detail=(0, 4, 10))
 

@@ -48,10 +48,8 @@ public final class PgpbJdbc {
     static final Properties props = new Properties();
 
     // ---- measurements -------------------------------------------------------------------------
-    static final long FNV_BASIS = 0xcbf29ce484222325L, FNV_PRIME = 0x100000001b3L; // FNV-1a 64
     static long rows, nbytes;
-    static long checksum;            // sum (mod 2^64) of the FNV-1a 64 of every finished row
-    static long rowHash = FNV_BASIS; // FNV-1a 64 of the row being hashed, so far
+    static final RowChecksum checksum = new RowChecksum();
     static double connectS, execS, fetchS;
     static long connectBegan; // System.nanoTime that began the last connection
     static final IterationHistogram iterationUs = new IterationHistogram();
@@ -77,22 +75,9 @@ public final class PgpbJdbc {
         ESC[0x0b] = 'v';
     }
 
-    /**
-     * The contract's checksum of the next n bytes of COPY text: the sum of every row's FNV-1a 64, so
-     * that row order does not matter. A row may span calls (a full block, COPY's byte stream) and a
-     * call may hold several rows: a raw '\n' ends a row (COPY text escapes the newlines of values).
-     */
+    /** The contract's checksum (RowChecksum) of the next n bytes of COPY text, and their count. */
     static void hash(byte[] b, int off, int n) {
-        long h = rowHash, sum = checksum;
-        for (int i = off, e = off + n; i < e; i++) {
-            h = (h ^ (b[i] & 0xff)) * FNV_PRIME;
-            if (b[i] == '\n') {
-                sum += h;
-                h = FNV_BASIS;
-            }
-        }
-        rowHash = h;
-        checksum = sum;
+        checksum.update(b, off, n);
         nbytes += n;
     }
 
@@ -383,7 +368,7 @@ public final class PgpbJdbc {
                 "{\"client\":\"jdbc\",\"version\":\"%s\",\"mode\":\"%s\",\"iterations\":%d,\"rows\":%d,\"bytes\":%d,"
                         + "\"checksum\":\"%016x\",\"connect_s\":%.6f,\"exec_s\":%.6f,\"fetch_s\":%.6f,\"total_s\":%.6f,"
                         + "\"iteration_us\":%s}\n",
-                version, mode, iterations, rows, nbytes, checksum, connectS, execS, fetchS, totalS, iterationUs.json()));
+                version, mode, iterations, rows, nbytes, checksum.sum, connectS, execS, fetchS, totalS, iterationUs.json()));
         System.out.flush();
     }
 
