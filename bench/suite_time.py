@@ -10,8 +10,9 @@ of each figure; --save FILE keeps them as JSON. Exits 1 if a run failed or a med
 
   test  `make test` (bootstrap included) in a fresh clone
   demo  `make bootstrap` (timed apart: the machine is set up, the clone is not), then `make demo`
-        with a workspace of the clone's own (so the first run there fetches PostgreSQL 17's bundle
-        from Maven's local repository, as a new user's first demo does)
+        with a workspace of the clone's own (so the first run there extracts PostgreSQL 17's bundle
+        from Maven's local repository, as a new user's first demo does); the total, the first
+        table's second and each study's phases (Timeline); the log's lines carry their second
   pair  two fresh clones run `make test` at the same time: both must pass, every time
 
     .venv/bin/python bench/suite_time.py [--what test,demo,pair] [--runs 3] [--dir /work] [--branch B] [--save F]
@@ -73,17 +74,71 @@ def remove(dest: Path) -> None:
 
 
 def make(dest: Path, target: str, log: Path, env: dict | None = None, on_line=None) -> tuple[int, float]:
-    """`make TARGET` in dest, its output to log (and each stdout line to on_line); (exit code, seconds)."""
+    """`make TARGET` in dest, its output to log, each line with its second since the start (and each
+    line of stdout, and of stderr with stream="err", to on_line); (exit code, seconds)."""
     t0 = time.monotonic()
     with open(log, "w") as out:
-        proc = subprocess.Popen(["make", "-s", target], cwd=dest, stdout=subprocess.PIPE, stderr=out, text=True,
-                                env={**os.environ, **(env or {})})
-        for line in proc.stdout:
-            out.write(line)
-            if on_line:
-                on_line(line, time.monotonic() - t0)
+        proc = subprocess.Popen(["make", "-s", target], cwd=dest, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, **(env or {})})
+
+        def read(stream, name: str) -> None:
+            for line in stream:
+                at = time.monotonic() - t0
+                out.write(f"{at:8.2f} {line}")
+                if on_line:
+                    on_line(line, at) if name == "out" else on_line(line, at, stream="err")
+        errors = threading.Thread(target=read, args=(proc.stderr, "err"))
+        errors.start()
+        read(proc.stdout, "out")
+        errors.join()
         rc = proc.wait()
     return rc, time.monotonic() - t0
+
+
+# The demo's progress lines (stderr) that open and close its phases.
+RUN_LINE = re.compile(r"^· run \S+: (\S+), preset")
+PHASE_LINES = {"bundle": re.compile(r"^· (fetching PostgreSQL|PostgreSQL \S+ \(.*\): (extracting|fetching))"),
+               "ready": re.compile(r"^· servers and data ready"), "rounds": re.compile(r"^· round \d+ done")}
+
+
+class Timeline:
+    """Each study's phases in one `make demo`, from its lines' times: start (from the end of the previous
+    study's last round, or from make's start: its report, servers' teardown, the next process's start
+    and imports, the results store), bundle (a PostgreSQL bundle extracted or fetched), prepare (servers
+    and data), measure (its rounds); then html (the last round's end to the end: the last report and
+    the HTML page)."""
+
+    def __init__(self):
+        self.marks: list[tuple[str, str, float]] = []   # (study, mark, second)
+
+    def line(self, text: str, at: float, stream: str = "out") -> None:
+        text = text.strip()
+        if stream != "err":
+            return
+        if m := RUN_LINE.match(text):
+            self.marks.append((m.group(1), "run", at))
+        for mark, pattern in PHASE_LINES.items():
+            if pattern.match(text):
+                self.marks.append((self.marks[-1][0] if self.marks and mark != "bundle" else "", mark, at))
+
+    def phases(self, total: float) -> dict:
+        out, previous_end, bundle = {}, 0.0, None
+        for study, mark, at in self.marks:
+            if mark == "bundle":
+                bundle = at
+            elif mark == "run":
+                if bundle is not None:
+                    out[f"{study}.bundle"] = round(at - bundle, 1)
+                out[f"{study}.start"] = round((bundle or at) - previous_end, 1)
+                begun, bundle = at, None
+            elif mark == "ready":
+                out[f"{study}.prepare"] = round(at - begun, 1)
+                begun = at
+            else:
+                out[f"{study}.measure"] = round(at - begun, 1)
+                previous_end = at
+        out["html"] = round(total - previous_end, 1)
+        return out
 
 
 def summary(log: Path) -> str:
@@ -104,16 +159,18 @@ def run_test(branch: str, dest: Path, logs: Path, n: int) -> dict:
 def run_demo(branch: str, dest: Path, logs: Path, n: int) -> dict:
     clone(branch, dest)
     rc_boot, boot = make(dest, "bootstrap", logs / f"demo-bootstrap-{n}.log")
-    first = []
+    first, timeline = [], Timeline()
 
-    def table_seen(line: str, at: float) -> None:   # the first study's report: stdout that is not make's echo
-        if not first and line.strip() and "pgpathbench" not in line.split()[0]:
+    def seen(line: str, at: float, stream: str = "out") -> None:   # the first report: stdout, not make's echo
+        timeline.line(line, at, stream)
+        if stream == "out" and not first and line.strip() and "pgpathbench" not in line.split()[0]:
             first.append(at)
     load = Load()
     rc, took = make(dest, "demo", logs / f"demo-{n}.log", {"PGPATHBENCH_HOME": str(dest / ".workspace" / "demo")},
-                    table_seen)
+                    seen)
     row = {"what": "demo", "run": n, "ok": rc == 0 and rc_boot == 0, "bootstrap_s": round(boot, 1),
-           "demo_s": round(took, 1), "first_table_s": round(first[0], 1) if first else None, **load.stop()}
+           "demo_s": round(took, 1), "first_table_s": round(first[0], 1) if first else None, **load.stop(),
+           "phases": timeline.phases(took)}
     remove(dest)
     return row
 

@@ -90,6 +90,11 @@ class Workspace:
         return self.root / "results"
 
     @property
+    def templates_dir(self) -> Path:
+        """Pristine data directories that new clusters are copied from (servers/template.py)."""
+        return self.root / "templates"
+
+    @property
     def servers_dir(self) -> Path:
         return self.root / "servers"
 

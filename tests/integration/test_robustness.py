@@ -209,13 +209,14 @@ def test_clean_after_a_sigkilled_run_removes_what_it_left_and_resume_completes(w
 
 
 def initdb_of(under: Path, timeout: float = 120) -> int:
-    """The pid of the first initdb that makes a cluster below `under`, as soon as it runs."""
+    """The pid of the first initdb that makes a cluster below `under`, or of the cp that copies one there
+    from the workspace's template (servers/template.py), as soon as it runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pid, cmd in cmdlines().items():
-            if cmd.split(" ", 1)[0].endswith("/initdb") and f" {under}/" in cmd:
+            if cmd.split(" ", 1)[0].endswith(("/initdb", "cp")) and f" {under}/" in cmd:
                 return pid
-        time.sleep(0.01)
+        time.sleep(0.005)
     raise AssertionError(f"no initdb below {under} within {timeout} s")
 
 
@@ -279,7 +280,7 @@ def test_initdb_killed_is_one_line_naming_the_cause(ws):
     cluster, the command says so in one line, and the next one makes the cluster whole; of a run's
     server, the run stops in one line that says how to resume it."""
     reader = spawn_pgpathbench("runs", workspace=ws)
-    os.kill(initdb_of(ws / "results"), signal.SIGKILL)
+    os.kill(initdb_of(ws / "templates"), signal.SIGKILL)   # the results cluster's, the first of the workspace
     _, err = reader.communicate(timeout=120)
     assert reader.returncode == 1 and len(err.splitlines()) == 1, err
     assert err.startswith("pgpathbench: the results cluster did not start: initdb of results failed: killed by "

@@ -243,8 +243,25 @@ def test_marker_of_another_artifact_is_refetched(maven, tmp_path):
     b.resolve(17, workspace=ws)
     marker = ws / "binaries/17.11.0" / b.MARKER
     marker.write_text(json.dumps({"artifact": BUNDLES[17].coordinates, "sha1": "0" * 40}))
-    b.resolve(17, workspace=ws)
-    assert maven.calls == 2 and json.loads(marker.read_text())["sha1"] == BUNDLES[17].sha1
+    b.resolve(17, workspace=ws)   # extracted again from the jar Maven's local repository holds
+    assert maven.calls == 1 and json.loads(marker.read_text())["sha1"] == BUNDLES[17].sha1
+
+
+def test_a_jar_in_the_local_repository_needs_no_maven(maven, tmp_path, monkeypatch):
+    b.resolve(17, workspace=tmp_path / "first")   # Maven puts the jar into the local repository
+    monkeypatch.setattr(b, "MVN", str(tmp_path / "no-such-mvn"))   # any Maven call would now fail
+    lines = []
+    bins = b.resolve(17, workspace=tmp_path / "second", log=lines.append)
+    assert bins.bindir == tmp_path / "second/binaries/17.11.0/bin" and (bins.bindir / "postgres").is_file()
+    assert maven.calls == 1 and "Maven's local repository" in lines[0]
+
+
+def test_a_damaged_jar_in_the_local_repository_goes_to_maven(maven, tmp_path):
+    b.resolve(17, workspace=tmp_path / "first")
+    jar = BUNDLES[17].repo_path(maven.repo)
+    jar.write_bytes(jar.read_bytes()[:-10])   # cut short: its SHA-1 is neither the pinned one nor its file's
+    b.resolve(17, workspace=tmp_path / "second")   # Maven (the fake copies the jar whole again)
+    assert maven.calls == 2
 
 
 def test_half_bundle_and_leftovers_are_replaced(maven, tmp_path):
@@ -311,6 +328,7 @@ def test_maven_failures_are_one_line(maven, tmp_path, mode, pattern):
 
 def test_maven_missing(monkeypatch, tmp_path):
     monkeypatch.setattr(b, "MVN", str(tmp_path / "no-such-mvn"))
+    monkeypatch.setattr(b, "default_local_repos", lambda: [tmp_path / "m2"])   # no jar there: Maven's turn
     with pytest.raises(UserError, match=r"^--pg: PostgreSQL 17 .* Maven.*apt-get install -y maven, or use --pg 15$"):
         b.resolve(17, workspace=tmp_path / "ws")
 

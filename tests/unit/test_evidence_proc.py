@@ -60,3 +60,28 @@ def test_sleeping_child_costs_nothing_and_gone_process_is_tolerated():
 
 def test_ticks_to_ms():
     assert ticks_to_ms(CLK_TCK) == 1000.0
+
+
+def test_children_listed_by_the_kernel_include_the_unreaped(monkeypatch):
+    me = os.getpid()
+    exited = subprocess.Popen(["true"])
+    live = subprocess.Popen(["sleep", "5"])
+    try:
+        deadline = time.monotonic() + 20
+        while read_stat(exited.pid) is None or open(f"/proc/{exited.pid}/stat").read().split(") ")[1][0] != "Z":
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.01)
+        listed = dict(children(me))
+        assert {exited.pid, live.pid} <= set(listed)   # a zombie's CPU is not in our cutime yet: it counts
+        real_open = open
+
+        def no_children_file(path, *args, **kw):   # a kernel without CONFIG_PROC_CHILDREN: every stat read
+            if str(path).endswith("/children"):
+                raise FileNotFoundError(path)
+            return real_open(path, *args, **kw)
+        monkeypatch.setattr("builtins.open", no_children_file)
+        assert {exited.pid, live.pid} <= set(dict(children(me)))
+    finally:
+        live.kill()
+        live.wait()
+        exited.wait()

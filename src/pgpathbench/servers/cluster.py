@@ -34,6 +34,7 @@ import psycopg.sql
 from ..errors import ServerRefused, UserError
 from ..evidence import Watched
 from ..procs import OsUser, end_process, password_env, pid_alive, pid_exists, processes_in
+from . import template
 from .binaries import PgBinaries
 
 SUPERUSER = "pgpathbench"
@@ -72,6 +73,7 @@ class Cluster:
     # The password to initialise with (None: a new one): the nodes of one Citus cluster share one,
     # which pg_dist_authinfo gives Citus's connections between them (servers/citus.py).
     secret: str | None = field(default=None, repr=False)
+    template: Path | None = None    # where pristine data directories are copied from (template.py); None: initdb
     _proc: subprocess.Popen | None = field(default=None, repr=False)
 
     # -- paths ------------------------------------------------------------------------------
@@ -126,28 +128,27 @@ class Cluster:
         secret = self.secret or secrets.token_urlsafe(24)
         _write_private(self.password_file, secret + "\n")
         (self.root / "pgpass").unlink(missing_ok=True)    # the passfile property writes it anew
-        pwfile = self.root / "initdb.pw"
-        pwfile.write_text(secret + "\n")
-        os.chmod(pwfile, 0o600)
-        self.user.chown(pwfile)
         # Made aside and renamed once whole: an initdb killed half-way leaves no cluster that looks made.
         staging = self.root / "data.initdb"
         for half_made in (staging, self.data):
             shutil.rmtree(half_made, ignore_errors=True)
-        try:
-            res = self.user.run(
-                [str(self.bins.path("initdb")), "-D", str(staging), "-U", SUPERUSER,
-                 f"--pwfile={pwfile}", "--auth-local=trust", "--auth-host=scram-sha-256",
-                 "-E", "UTF8", "--locale=C", "--no-sync"],
-                capture_output=True, text=True,
-            )
-        finally:
-            pwfile.unlink(missing_ok=True)
+        if self.template is None:
+            res = self._initdb(staging, secret)
+        else:   # a copy has no password: it gets this one at its first start (_store_password_for_auth)
+            res = template.copy_pristine(self.template, self.bins, self.user, SUPERUSER, staging)
         if res.returncode != 0:
             raise _failed(f"initdb of {self.name}", res.returncode, res.stderr)
-        with open(staging / "postgresql.conf", "a") as f:
-            f.write("\ninclude_if_exists 'pgpathbench.conf'\n")
         staging.rename(self.data)
+
+    def _initdb(self, staging: Path, secret: str) -> subprocess.CompletedProcess:
+        pwfile = self.root / "initdb.pw"
+        pwfile.write_text(secret + "\n")
+        os.chmod(pwfile, 0o600)
+        self.user.chown(pwfile)
+        try:
+            return template.initdb(self.bins, self.user, staging, SUPERUSER, f"--pwfile={pwfile}")
+        finally:
+            pwfile.unlink(missing_ok=True)
 
     @property
     def tcp_host(self) -> str:
@@ -246,11 +247,12 @@ class Cluster:
 
     def _store_password_for_auth(self) -> None:
         """The password stored in the form tcp_auth checks: md5 checks by md5 only a stored md5 hash
-        (a SCRAM secret makes PostgreSQL use SCRAM whatever pg_hba.conf says). libpq computes the form
-        here, so that the password never reaches the server in clear, and the statement is not logged."""
+        (a SCRAM secret makes PostgreSQL use SCRAM whatever pg_hba.conf says), and a copy of a template
+        has none yet. libpq computes the form here, so that the password never reaches the server in
+        clear, and the statement is not logged."""
         with self.connect() as conn:
             stored = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (SUPERUSER,)).fetchone()[0]
-            if stored.startswith("md5" if self.tcp_auth == "md5" else "SCRAM-SHA-256$"):
+            if stored and stored.startswith("md5" if self.tcp_auth == "md5" else "SCRAM-SHA-256$"):
                 return
             secret = conn.pgconn.encrypt_password(self.password.encode(), SUPERUSER.encode(), self.tcp_auth.encode())
             conn.execute("SET log_statement = 'none'")

@@ -81,7 +81,7 @@ class Servers:
         """
         if name not in self.clusters:
             c = Cluster(name, self.root / name, bins or self.bins, self.workspace.server_user, settings or {},
-                        tcp_auth=tcp_auth, secret=secret)
+                        tcp_auth=tcp_auth, secret=secret, template=self.workspace.templates_dir)
             c.remove()  # a resumed run starts from clean data, never from a killed run's leftovers
             if remote:
                 c.netns = self._namespace(name, bandwidth_kbit)

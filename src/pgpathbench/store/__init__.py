@@ -95,7 +95,8 @@ class ResultsStore:
     def _open_managed(cls, workspace: Workspace, bins: PgBinaries, doing: str) -> "ResultsStore":
         """Join the workspace's results cluster, started by a keeper if nobody runs it (keeper.py)."""
         bins.require("initdb", "postgres")
-        cluster = Cluster("results", workspace.results_dir, bins, workspace.server_user)
+        cluster = Cluster("results", workspace.results_dir, bins, workspace.server_user,
+                          template=workspace.templates_dir)
         workspace.enter(doing)   # first: `clean --all` never removes a cluster we are joining
         users = open(workspace.root / keeper.USERS, "a")   # held (shared) while this store is open
         try:
@@ -330,7 +331,8 @@ def _running_port(workspace: Workspace, cluster: Cluster) -> int | None:
 def _start_keeper(workspace: Workspace, cluster: Cluster) -> int:
     """Start a keeper for the cluster and wait for its `ready PORT` (under results.lock)."""
     spec = {"workspace": str(workspace.root), "root": str(cluster.root), "bindir": str(cluster.bins.bindir),
-            "major": cluster.bins.major, "user": cluster.user.name, "dbname": RESULTS_DB}
+            "major": cluster.bins.major, "user": cluster.user.name, "dbname": RESULTS_DB,
+            "template": str(cluster.template)}
     with open(workspace.root / "results.keeper.log", "ab") as log:
         proc = subprocess.Popen([sys.executable, "-c", KEEPER_MAIN, json.dumps(spec)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,

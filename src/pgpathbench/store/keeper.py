@@ -59,7 +59,7 @@ def main(spec: dict) -> int:
         signal.signal(s, _stop)
     workspace = Path(spec["workspace"])
     cluster = Cluster("results", Path(spec["root"]), PgBinaries(spec["major"], Path(spec["bindir"])),
-                      OsUser.for_servers(spec["user"]))
+                      OsUser.for_servers(spec["user"]), template=Path(spec["template"]))
     users_fd = os.open(workspace / USERS, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
