@@ -298,7 +298,8 @@ class FdwOverhead(Declared):
         return pgbench.TimedRun(*cluster.client_args(db), clients=clients, passfile=_passfile(cluster),
                                 duration_s=int(p["duration"]), select_only=case["workload"] == "ro",
                                 max_tries=int(p["max_tries"]), threads=min(clients, os.cpu_count() or 1),
-                                protocol=case.get("protocol", "simple"), scripts=env.state["scripts"],
+                                # a run stored before --protocol, resumed, keeps its case ids: none has one
+                                protocol=case.get("protocol", spec.DEFAULT_PROTOCOL), scripts=env.state["scripts"],
                                 pgoptions=guc.pgoptions(guc.session(env, case)))
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
