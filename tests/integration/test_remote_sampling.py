@@ -138,10 +138,10 @@ def test_tables_named_with_capitals_are_sampled_and_analyzed(workspace_root, mon
         env = StudyEnv(options, "17", bins, servers.scoped(17, bins), log=lambda line: None)
         STUDY.prepare(env)
         # the truth ANALYZE is judged against is set-up work, not the first measurement's (the ETA's)
-        assert env.state["truth"]["T_10k"]["rows"] == 10_000
+        assert env.state.truth["T_10k"]["rows"] == 10_000
         # as the runner measures: what a case needs first (the statements reset), then the measurement
         measured = {case.case_id: take_measurement(STUDY, env, case, Taken()) for case in STUDY.cases(options)}
-        with env.state["source"].connect("source") as src:   # the histogram error as width_bucket counts
+        with env.state.source.connect("source") as src:   # the histogram error as width_bucket counts
             bounds = src.execute("SELECT histogram_bounds::text::float8[] FROM pg_stats "
                                  "WHERE tablename = 'T_10k' AND attname = 'b'").fetchone()[0]
             counts = dict(src.execute('SELECT width_bucket(b, %s::float8[]), count(*) FROM "T_10k" GROUP BY 1',

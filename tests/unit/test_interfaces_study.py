@@ -490,11 +490,10 @@ def test_every_metric_a_measurement_carries_is_declared(monkeypatch, tmp_path, s
     (case,) = STUDY.cases(options(interface=("libpq",), method=("copy",), transport=("tcp",),
                                   sqlstrat=(sqlstrat,), output=(output,)))
     opts = StudyOptions(STUDY.name, "quick", 6, {"iterations": 20, "timeout": 60}, STUDY.default_dims)
+    target = interfaces_study.Target("host=x", SimpleNamespace(client_env=lambda base: {**base, "PGPASSFILE": "pf"}))
     env = StudyEnv(opts, "15", None, None, lambda line: None,
-                   {"targets": {("tcp", "0ms"): interfaces_study.Target(
-                       "host=x", SimpleNamespace(client_env=lambda base: {**base, "PGPASSFILE": "pf"}))},
-                    "reference": {"sql001": ref, "sql10m": ref}, "queries": dict(QUERIES),
-                    "jvm_options": [], "outfile": str(tmp_path / "out")})
+                   interfaces_study.InterfacesState(dict(QUERIES), {}, {("tcp", "0ms"): target},
+                                                    {"sql001": ref, "sql10m": ref}, [], str(tmp_path / "out")))
     metrics = STUDY.measure(env, case)
     assert set(metrics) <= set(STUDY.metrics), set(metrics) - set(STUDY.metrics)
     assert metrics["duration_ms"] == 250 and metrics["connect_ms"] == pytest.approx(1.0)
@@ -520,8 +519,8 @@ def test_every_fidelity_metric_is_declared(monkeypatch, workload, tool):
                if (c["workload"], c["tool"], c["transport"]) == (workload, tool, "tcp")]
     opts = StudyOptions(study.name, "quick", 6, {"iterations": 2000, "timeout": 60}, study.default_dims)
     env = StudyEnv(opts, "15", SimpleNamespace(path=lambda tool: tool), None, lambda line: None,
-                   {"targets": {"tcp": interfaces_study.Target("host=x", None)}, "reference": ref, "jvm_options": [], "script": "loop.sql",
-                    "client_env": {"PGPASSFILE": "pf"}})
+                   fidelity_study.InterfacesFidelityState({"tcp": interfaces_study.Target("host=x", None)}, "loop.sql",
+                                                          ref, {"PGPASSFILE": "pf"}, []))
     metrics = study.measure(env, case)
     assert set(metrics) <= set(study.metrics), set(metrics) - set(study.metrics)
     assert metrics["duration_ms"] > 0 and study.metrics[study.primary_metric].unit == "ms"

@@ -109,15 +109,18 @@ def knob_families(*families: KnobFamily) -> dict[str, KnobFamily]:
 @dataclass
 class StudyEnv:
     """What a study works with during a session, for one PostgreSQL major: its options, the
-    major's binaries and servers, a log line, its own handles between calls (`state`), and the
-    connections it keeps across measurements (kept_connection)."""
+    major's binaries and servers, a log line, its own handles between calls (`state`: the typed
+    object its prepare() makes, a dataclass of its package such as InterfacesState), the
+    connections it keeps across measurements (kept_connection), and what --set and --fdw-option
+    keep in force (`knobs`)."""
     options: StudyOptions
     major: str
     bins: PgBinaries
     servers: ServerScope
     log: Callable[[str], None]
-    state: dict = field(default_factory=dict)
+    state: Any = None
     kept: dict = field(default_factory=dict)
+    knobs: guc.KnobState = field(default_factory=guc.KnobState)
 
     def kept_connection(self, key, connect: Callable[[], psycopg.Connection]) -> psycopg.Connection:
         """A connection kept across measurements (its set-up is not what is measured), made by
