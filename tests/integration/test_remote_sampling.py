@@ -131,7 +131,7 @@ def test_tables_named_with_capitals_are_sampled_and_analyzed(workspace_root, mon
     monkeypatch.setattr(study_module, "table_name", lambda rows: f"T_{rows}")
     monkeypatch.setattr(study_module, "view_name", lambda *args: "V" + spec.view_name(*args)[1:])
     dims = {**STUDY.default_dims, "rows": ("10k",), "fraction": ("0.1",), "stats_target": ("10",), "pg": ("17",)}
-    options = StudyOptions(STUDY.name, "quick", 1, {}, dims)
+    options = StudyOptions(STUDY.name, "quick", 1, {n: p.default for n, p in STUDY.parameters.items()}, dims)
     ws = Workspace.open(workspace_root)
     bins = binaries.resolve(17, workspace=ws)
     with Servers(ws, new_run_id(), bins) as servers:
