@@ -38,6 +38,7 @@ from .procs import pid_alive
 from .progress import ProgressReporter, format_duration, headline
 from .results.fingerprint import Fingerprint
 from .results.model import MODEL_VERSION
+from .results.upgrade import upgrade_run
 from .servers import binaries, guc, user, user_checks
 from .servers.binaries import PgBinaries
 from .servers.topology import Servers, clear_killed_runs
@@ -181,8 +182,8 @@ class Runner:
         if run["status"] == "running" and run["pid"] and pid_alive(run["pid"]):
             raise UserError(f"--resume: run {run['run_id']} is still running (pid {run['pid']}); "
                             "wait for it or stop it first")
-        (study_options,) = run["options"]["studies"]   # a run holds one study
-        options = StudyOptions.from_json(study_options)
+        # A run holds one study; its options as today's version stores them (results/upgrade.py).
+        options = StudyOptions.from_json(upgrade_run(run).study_options)
         stored_repeat = options.repeat
         if repeat is not None and repeat != stored_repeat:
             if repeat < stored_repeat:

@@ -131,17 +131,17 @@ def test_tables_named_with_capitals_are_sampled_and_analyzed(workspace_root, mon
     monkeypatch.setattr(study_module, "table_name", lambda rows: f"T_{rows}")
     monkeypatch.setattr(study_module, "view_name", lambda *args: "V" + spec.view_name(*args)[1:])
     dims = {**STUDY.default_dims, "rows": ("10k",), "fraction": ("0.1",), "stats_target": ("10",), "pg": ("17",)}
-    options = StudyOptions(STUDY.name, "quick", 1, {}, dims)
+    options = StudyOptions(STUDY.name, "quick", 1, {n: p.default for n, p in STUDY.parameters.items()}, dims)
     ws = Workspace.open(workspace_root)
     bins = binaries.resolve(17, workspace=ws)
     with Servers(ws, new_run_id(), bins) as servers:
         env = StudyEnv(options, "17", bins, servers.scoped(17, bins), log=lambda line: None)
         STUDY.prepare(env)
         # the truth ANALYZE is judged against is set-up work, not the first measurement's (the ETA's)
-        assert env.state["truth"]["T_10k"]["rows"] == 10_000
+        assert env.state.truth["T_10k"]["rows"] == 10_000
         # as the runner measures: what a case needs first (the statements reset), then the measurement
         measured = {case.case_id: take_measurement(STUDY, env, case, Taken()) for case in STUDY.cases(options)}
-        with env.state["source"].connect("source") as src:   # the histogram error as width_bucket counts
+        with env.state.source.connect("source") as src:   # the histogram error as width_bucket counts
             bounds = src.execute("SELECT histogram_bounds::text::float8[] FROM pg_stats "
                                  "WHERE tablename = 'T_10k' AND attname = 'b'").fetchone()[0]
             counts = dict(src.execute('SELECT width_bucket(b, %s::float8[]), count(*) FROM "T_10k" GROUP BY 1',

@@ -18,7 +18,7 @@ import pytest
 from conftest import assert_user_error, pgpathbench, report_json, started_cluster
 
 from pgpathbench.matrix import Case, StudyOptions
-from pgpathbench.servers import fdw
+from pgpathbench.servers import fdw, guc
 from pgpathbench.servers.cluster import SUPERUSER
 from pgpathbench.studies.base import StudyEnv
 
@@ -132,7 +132,7 @@ def test_session_settings_reach_new_and_kept_remote_sessions(fdw_server):
         fdw.create_server(conn, "remote", "127.0.0.1", c.port, "remote", SUPERUSER, c.password)
         fdw.import_schema(conn, "remote")
     env = StudyEnv(StudyOptions("fdw-overhead", "quick", 1, {}, {"pg": ("15",)}), "15", None, None, print,
-                   {"server_settings": {"work_mem": {"context": "user"}}})
+                   knobs=guc.KnobState({"work_mem": {"context": "user"}}))
     kept, observer = c.connect("local"), c.connect("postgres")
 
     def remote_pids() -> set[int]:

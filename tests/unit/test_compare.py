@@ -86,7 +86,7 @@ def test_a_run_on_user_servers_differs_from_one_on_managed_ones_or_other_user_se
 
 def measurement(case_id, round_no, tps, ok=True):
     return {"study": "fdw-overhead", "case_id": case_id, "round": round_no, "ok": ok,
-            "metrics": {"tps": tps} if ok else {}, "dims": {}}
+            "metrics": {"tps": tps} if ok else {}, "dims": dict(zip(("workload", "target", "clients"), case_id.split(":")))}
 
 
 def test_compare_table_rows_and_verdicts():
@@ -292,15 +292,16 @@ def test_a_knob_parameter_is_no_environment_difference():
 
 
 def test_a_knob_parameter_a_run_lacks_is_its_default():
-    """A run stored before a knob parameter existed ran with its default: a difference from a run that
-    set it otherwise is named, one with the default is none."""
-    old = {**run("A"), "options": {"studies": [{"study": "fake", "params": {"scale": 1}}]}}
-    md5 = {**run("B"), "options": {"studies": [{"study": "fake", "params": {"scale": 1, "auth": "md5"}}]}}
-    assert knob_differences(old, md5, registry()) == ["fake parameters: --auth scram-sha-256 vs md5"]
-    assert environment_differences(old, md5, registry()) == []
-    scram = {**md5, "options": {"studies": [{"study": "fake", "params": {"scale": 1, "auth": "scram-sha-256"}}]}}
-    assert knob_differences(old, scram, registry()) == []
-    assert knob_differences(old, old, registry()) == []
+    """A run stored before a knob parameter existed ran with its default (results/upgrade.py gives it
+    on read): a difference from a run that set it otherwise is named, one with the default is none."""
+    def interfaces_run(run_id, **params):
+        row = {**run(run_id), "studies": ["interfaces"],
+               "options": {"studies": [{"study": "interfaces", "params": params, "dims": {}}]}}
+        return RunResult.from_rows(row, [], [], [])
+    old, md5, scram = interfaces_run("A"), interfaces_run("B", tcp_auth="md5"), interfaces_run("C", tcp_auth="scram-sha-256")
+    assert knob_differences(old, md5, STUDIES) == ["interfaces parameters: --tcp-auth scram-sha-256 vs md5"]
+    assert environment_differences(old, md5, STUDIES) == []
+    assert knob_differences(old, scram, STUDIES) == [] and knob_differences(old, old, STUDIES) == []
 
 
 def test_compare_names_both_runs_tool_versions_and_does_not_refuse_them():

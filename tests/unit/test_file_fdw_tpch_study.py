@@ -26,7 +26,7 @@ from pgpathbench.studies.file_fdw_tpch.spec import (CLUSTER_SETTINGS, cluster_se
                                                     layout_settings, parse_query, parse_scale, scan_cores,
                                                     search_path)
 from pgpathbench.studies.file_fdw_tpch.checks import warm_up_and_check
-from pgpathbench.studies.file_fdw_tpch.study import Shape, check_disk, warmup_line
+from pgpathbench.studies.file_fdw_tpch.study import FileFdwTpchState, Shape, check_disk, warmup_line
 
 STUDY = STUDIES["file-fdw-tpch"]
 
@@ -335,8 +335,8 @@ def test_every_metric_a_measurement_carries_is_declared(storage, query):
     rows = [("A", Decimal("1.00"))]
     shape = Shape(0.05, 2, ("single",), (query,))
     env = StudyEnv(options(), "15", None, None, print,
-                   {"main": None, "shape": shape, "sizes": {"lineitem": 36_000_000},
-                    "answers": {query: answer_digest(rows)}, "plans": {(query, "single", storage): {"workers": 0}}},
+                   FileFdwTpchState(None, shape, plans={(query, "single", storage): {"workers": 0}},
+                                    answers={query: answer_digest(rows)}, sizes={"lineitem": 36_000_000}),
                    kept={("single", storage): FakeConn(rows)})
     case = next(c for c in STUDY.cases(options(layout=("single",), storage=(storage,), queries=(query,))))
     metrics = STUDY.measure(env, case)

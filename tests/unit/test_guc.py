@@ -42,7 +42,7 @@ def test_check_defers_dotted_names_and_other_majors_to_the_server():
 
 def test_session_settings_reach_pgoptions_after_our_own():
     env = StudyEnv(options(), "15", None, None, print,
-                   {"server_settings": {"work_mem": {"context": "user"}, "log_checkpoints": {"context": "sighup"}}})
+                   knobs=guc.KnobState({"work_mem": {"context": "user"}, "log_checkpoints": {"context": "sighup"}}))
     case = Case("fdw-overhead", (("pg", "15"), ("set.log_checkpoints", "on"), ("set.work_mem", "64kB")))
     assert guc.session(env, case) == {"work_mem": "64kB"}
     assert guc.pgoptions(guc.session(env, case)) == "-c work_mem=64kB"
@@ -106,8 +106,8 @@ def test_server_settings_restart_only_when_a_postmaster_value_changes_and_close_
     done: list = []
     lines: list = []
     env = StudyEnv(options(), "15", None, FakeScope([FakeCluster("a", done), FakeCluster("b", done)]), lines.append,
-                   {"server_settings": {"shared_buffers": {"context": "postmaster"},
-                                        "log_checkpoints": {"context": "sighup"}, "work_mem": {"context": "user"}}})
+                   knobs=guc.KnobState({"shared_buffers": {"context": "postmaster"},
+                                        "log_checkpoints": {"context": "sighup"}, "work_mem": {"context": "user"}}))
 
     class Kept:
         closed = False
@@ -121,7 +121,7 @@ def test_server_settings_restart_only_when_a_postmaster_value_changes_and_close_
                                      ("set.work_mem", wm)))
     guc.apply_server_settings(env, case("16MB", "on"))
     assert [d for d in done if d[1] == "restart"] == [("a", "restart"), ("b", "restart")]
-    assert kept.closed and env.kept == {} and env.state["restarts"] == 1
+    assert kept.closed and env.kept == {} and env.knobs.restarts == 1
     assert lines == ["restart 1 for --set log_checkpoints=on shared_buffers=16MB: a, b in 0.0 s (cold shared buffers)"]
     done.clear()
     guc.apply_server_settings(env, case("16MB", "on", "1MB"))    # a session setting only: nothing
@@ -130,24 +130,24 @@ def test_server_settings_restart_only_when_a_postmaster_value_changes_and_close_
     assert ("a", "SELECT pg_reload_conf") in done and not any(d[1] == "restart" for d in done)
     done.clear()
     guc.apply_server_settings(env, case("32MB", "off"))
-    assert done.count(("a", "ALTER")) == 1 and ("b", "restart") in done and env.state["restarts"] == 2
-    assert env.state["in_force"] == {"log_checkpoints": "off", "shared_buffers": "32MB"}
+    assert done.count(("a", "ALTER")) == 1 and ("b", "restart") in done and env.knobs.restarts == 2
+    assert env.knobs.in_force == {"log_checkpoints": "off", "shared_buffers": "32MB"}
 
 
 def test_a_setting_the_server_did_not_apply_fails_the_measurement():
     """Recorded as in force only when the server says so (pg_file_settings.applied)."""
     env = StudyEnv(options(), "15", None, FakeScope([FakeCluster("a", [], {"log_checkpoints": "bad value"})]),
-                   print, {"server_settings": {"log_checkpoints": {"context": "sighup"}}})
+                   print, knobs=guc.KnobState({"log_checkpoints": {"context": "sighup"}}))
     with pytest.raises(CaseError, match=r"^--set: not in force on server a, as it says: log_checkpoints=on \(bad value\)"):
         guc.apply_server_settings(env, Case("fdw-overhead", (("pg", "15"), ("set.log_checkpoints", "on"))))
-    assert env.state.get("in_force", {}) == {}
+    assert env.knobs.in_force == {}
 
 
 def test_session_settings_and_fdw_knobs_go_on_the_foreign_server():
     from pgpathbench.servers import fdw
     env = StudyEnv(options(), "15", None, None, print,
-                   {"server_settings": {"work_mem": {"context": "user"}, "enable_sort": {"context": "user"},
-                                        "log_checkpoints": {"context": "sighup"}}})
+                   knobs=guc.KnobState({"work_mem": {"context": "user"}, "enable_sort": {"context": "user"},
+                                        "log_checkpoints": {"context": "sighup"}}))
     case = Case("fdw-overhead", (("pg", "15"), ("fdw.fetch_size", "100"), ("set.enable_sort", "off"),
                                  ("set.log_checkpoints", "on"), ("set.work_mem", "64kB")))
     assert fdw.case_options(env, case) == {"fetch_size": "100", "options": "-c enable_sort=off -c work_mem=64kB"}

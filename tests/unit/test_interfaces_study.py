@@ -20,6 +20,7 @@ from pgpathbench.references import (INTERFACES_CANDIDATE_RANKING, INTERFACES_LOC
                                     INTERFACES_TESTCASE_DURATION)
 from pgpathbench.datasets.seed003 import QUERIES, row_bytes, seed_literal, table_sql
 from pgpathbench.results.model import RunResult
+from pgpathbench.results.upgrade import upgrade_run
 from pgpathbench.servers.paths import NetworkPath
 from pgpathbench.stats import Summary
 from pgpathbench.studies import STUDIES
@@ -51,8 +52,10 @@ def test_default_matrix_is_the_seeds_with_psycopg():
 
 
 def user_servers(**dsns) -> StudyOptions:
-    """options() with user servers stored as the CLI stores them (servers/user.stored)."""
-    return StudyOptions(STUDY.name, "standard", 3, {"servers": dsns}, dict(STUDY.default_dims))
+    """options() with user servers stored as the CLI stores them (servers/user.stored), the other
+    parameters at their defaults."""
+    params = {name: p.default for name, p in STUDY.parameters.items()}
+    return StudyOptions(STUDY.name, "standard", 3, {**params, "servers": dsns}, dict(STUDY.default_dims))
 
 
 @pytest.mark.parametrize("dsn, kept", [("host=db1 user=bench dbname=app", ("tcp", "remote")),
@@ -67,8 +70,8 @@ def test_a_user_local_server_serves_its_dsns_transport_only(dsn, kept, monkeypat
     missing = ({"unix", "tcp"} - set(kept)).pop()
     with pytest.raises(UserError, match=f"^--transport {missing}: your server in the local role is reached "):
         STUDY.refine(user_servers(local=dsn), {"transport"})
-    given = StudyOptions(STUDY.name, "standard", 3, {"servers": {"local": dsn}}, {**STUDY.default_dims,
-                                                                                  "transport": kept})
+    given = StudyOptions(STUDY.name, "standard", 3, user_servers(local=dsn).params, {**STUDY.default_dims,
+                                                                                    "transport": kept})
     assert STUDY.refine(given, {"transport"}) == given
     assert STUDY.refine(options(), set()) == options()            # managed: every transport
 
@@ -82,7 +85,7 @@ def test_a_user_remote_server_is_reached_over_tcp_and_links_need_no_hostname_che
     linked = StudyOptions(linked.study, linked.preset, 3, linked.params, {**linked.dims, "latency": ("0ms", "5ms")})
     with pytest.raises(UserError, match="^--latency/--bandwidth: an emulated link reaches your remote server"):
         STUDY.refine(linked, {"latency"})
-    verify_ca = StudyOptions(linked.study, linked.preset, 3, {"servers": {"remote": tls.replace("full", "ca")}},
+    verify_ca = StudyOptions(linked.study, linked.preset, 3, user_servers(remote=tls.replace("full", "ca")).params,
                              linked.dims)
     assert STUDY.refine(verify_ca, {"latency"}) == verify_ca
 
@@ -178,10 +181,12 @@ def test_fetch_multiplies_only_the_cursor_method():
         "jdbc:cursor:10:tcp:sql50k:once:p-none:null:0ms:15", "jdbc:cursor:1000:tcp:sql50k:once:p-none:null:0ms:15"])
     assert STUDY.dimensions["fetch"].knob and STUDY.dimensions["fetch"].validate("100, 1000", "--fetch") == \
         ("100", "1000")
-    # a run stored before --fetch was a dimension (resumed): its --fetch parameter
+    # a run stored before --fetch was a dimension (resumed): its --fetch parameter, by results/upgrade.py
     old = StudyOptions(STUDY.name, "standard", 3, {"fetch": 500},
                        {k: v for k, v in options(interface=("odbc",)).dims.items() if k != "fetch"})
-    assert {c["fetch"] for c in STUDY.cases(old) if c["method"] == "cursor"} == {"500"}
+    row = {"run_id": "r", "studies": [STUDY.name], "options": {"studies": [old.to_json()]}}
+    resumed = StudyOptions.from_json(upgrade_run(row).study_options)
+    assert {c["fetch"] for c in STUDY.cases(resumed) if c["method"] == "cursor"} == {"500"}
 
 
 def test_user_queries_run_as_sqlstrat_name_once_unless_named():
@@ -347,7 +352,8 @@ def test_servers_whose_tables_differ_are_one_user_error(monkeypatch):
     checksums = {"host=local": "dbec46c5fb5c3985", "host=remote": "2b43fc3dcdf873af"}
     monkeypatch.setattr(interfaces_study, "copy_reference",
                         lambda psql, ci, sql, timeout, env: Reference(150_000, 41_288_895, checksums[ci]))
-    opts = StudyOptions(STUDY.name, "quick", 3, {"t50k_rows": 5000, "t10m_rows": 150_000, "timeout": 60},
+    opts = StudyOptions(STUDY.name, "quick", 3, {"t50k_rows": 5000, "t10m_rows": 150_000, "timeout": 60,
+                                                 "tcp_auth": "scram-sha-256"},
                         {**STUDY.default_dims, "transport": ("tcp", "remote"), "sqlstrat": ("sql10m:once",)})
     env = StudyEnv(opts, "15", SimpleNamespace(path=lambda tool: tool), servers, lambda line: None)
     with pytest.raises(UserError) as e:
@@ -444,11 +450,10 @@ def test_every_metric_a_measurement_carries_is_declared(monkeypatch, tmp_path, s
     (case,) = STUDY.cases(options(interface=("libpq",), method=("copy",), transport=("tcp",),
                                   sqlstrat=(sqlstrat,), output=(output,)))
     opts = StudyOptions(STUDY.name, "quick", 6, {"iterations": 20, "timeout": 60}, STUDY.default_dims)
+    target = interfaces_study.Target("host=x", SimpleNamespace(client_env=lambda base: {**base, "PGPASSFILE": "pf"}))
     env = StudyEnv(opts, "15", None, None, lambda line: None,
-                   {"targets": {("tcp", "0ms"): interfaces_study.Target(
-                       "host=x", SimpleNamespace(client_env=lambda base: {**base, "PGPASSFILE": "pf"}))},
-                    "reference": {"sql001": ref, "sql10m": ref}, "queries": dict(QUERIES),
-                    "jvm_options": [], "outfile": str(tmp_path / "out")})
+                   interfaces_study.InterfacesState(dict(QUERIES), {}, {("tcp", "0ms"): target},
+                                                    {"sql001": ref, "sql10m": ref}, [], str(tmp_path / "out")))
     metrics = STUDY.measure(env, case)
     assert set(metrics) <= set(STUDY.metrics), set(metrics) - set(STUDY.metrics)
     assert metrics["duration_ms"] == 250 and metrics["connect_ms"] == pytest.approx(1.0)
@@ -474,8 +479,8 @@ def test_every_fidelity_metric_is_declared(monkeypatch, workload, tool):
                if (c["workload"], c["tool"], c["transport"]) == (workload, tool, "tcp")]
     opts = StudyOptions(study.name, "quick", 6, {"iterations": 2000, "timeout": 60}, study.default_dims)
     env = StudyEnv(opts, "15", SimpleNamespace(path=lambda tool: tool), None, lambda line: None,
-                   {"targets": {"tcp": interfaces_study.Target("host=x", None)}, "reference": ref, "jvm_options": [], "script": "loop.sql",
-                    "client_env": {"PGPASSFILE": "pf"}})
+                   fidelity_study.InterfacesFidelityState({"tcp": interfaces_study.Target("host=x", None)}, "loop.sql",
+                                                          ref, {"PGPASSFILE": "pf"}, []))
     metrics = study.measure(env, case)
     assert set(metrics) <= set(study.metrics), set(metrics) - set(study.metrics)
     assert metrics["duration_ms"] > 0 and study.metrics[study.primary_metric].unit == "ms"

@@ -102,11 +102,10 @@ def run_option_tables(run: RunResult, study) -> list[Table]:
 
 def run_knobs_table(run: RunResult, study) -> Table | None:
     """The study's knob parameters (a setting deciding a path's cost, one value for the whole run) as
-    the run stored them; a run stored before one existed lacks it."""
+    the run stored them."""
     (options,) = run.options.get("studies", [{}])
     params = options.get("params") or {}
-    rows = [[f"--{name.replace('_', '-')}", str(params[name]), p.help]
-            for name, p in study.parameters.items() if p.knob and name in params]
+    rows = [[f"--{name.replace('_', '-')}", str(params[name]), p.help] for name, p in study.parameters.items() if p.knob]
     if not rows:
         return None
     return Table("Knobs of the whole run", ["option", "value", "what it decides"], rows,

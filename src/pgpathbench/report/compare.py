@@ -75,20 +75,14 @@ def _differences(run_a: RunResult | Mapping, run_b: RunResult | Mapping,
     fa, fb = environment_facts(run_a), environment_facts(run_b)
     knobs = {f"{name} parameters": {f"--{k.replace('_', '-')}" for k in knob_names(study)}
              for name, study in (studies or {}).items()}
-    # A knob parameter a run stored before it existed had its default then (--tcp-auth: scram-sha-256).
-    defaults = {f"{name} parameters": {f"--{k.replace('_', '-')}": {str(p.default)}
-                                       for k, p in study.parameters.items() if p.knob and p.default is not None}
-                for name, study in (studies or {}).items()}
     env, knob = [], []
     for group in [g for g in fa if g in fb]:
         a, b = fa[group], fb[group]
         names = list(a) + [n for n in b if n not in a]
         for name in names:
-            default = defaults.get(group, {}).get(name)
-            if (name not in a or name not in b) and not name.startswith("setting ") and default is None:
+            if (name not in a or name not in b) and not name.startswith("setting "):
                 continue
-            va = a.get(name) or default or {DEFAULT}
-            vb = b.get(name) or default or {DEFAULT}
+            va, vb = a.get(name) or {DEFAULT}, b.get(name) or {DEFAULT}
             if va != vb:
                 text = (f"{group}: {name.removeprefix('setting ')} {' | '.join(sorted(va))} vs "
                         f"{' | '.join(sorted(vb))}")

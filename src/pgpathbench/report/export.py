@@ -2,7 +2,7 @@
 
 JSON (format_version 3): {"format_version": 3, "run": {...the stored run row...},
 "measurements": [{run_id, study, case_id, round, session, started_at, ok, error, duration_s,
-dims: {...}, metrics: {...}, path, attempts, previous_errors, series, evidence}], "link_probes": [{link, round, phase, session, measured_at,
+dims: {...as stored}, metrics: {...}, path, attempts, previous_errors, series, evidence}], "link_probes": [{link, round, phase, session, measured_at,
 rtt_median_ms, rtt_p95_ms, rtt_min_ms, round_trips}]}.
 Version 2 changed the meaning of fields of version 1: every duration metric is in milliseconds
 (`connect_ms`, not `connect_s`); `path` (the network path's id), `attempts` and
@@ -41,7 +41,7 @@ def _default(o: object) -> str:
 def measurement_json(run: RunResult, case: CaseResult, m: Measurement) -> dict:
     return {"run_id": run.run_id, "study": case.study, "case_id": case.case_id, "round": m.round,
             "session": m.session, "started_at": m.started_at, "ok": m.ok, "error": m.error,
-            "duration_s": m.duration_s, "dims": case.dims, "metrics": dict(m.metrics), "path": m.path,
+            "duration_s": m.duration_s, "dims": case.stored_dims, "metrics": dict(m.metrics), "path": m.path,
             "attempts": m.attempts, "previous_errors": list(m.previous_errors), "series": list(m.series),
             "evidence": dict(m.evidence)}
 

@@ -51,6 +51,13 @@ class CaseResult:
     dims: dict[str, str]
     planned_order: int
     measurements: list[Measurement] = field(default_factory=list)
+    # The dimensions as the run stored them (an export writes these): `dims` adds those of
+    # today's study the run's version did not have yet (results/upgrade.py).
+    stored_dims: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.stored_dims is None:
+            self.stored_dims = dict(self.dims)
 
     def __getitem__(self, dim: str) -> str:
         return self.dims[dim]
@@ -195,8 +202,11 @@ class RunResult:
     def from_rows(cls, run: Mapping, cases: Iterable[Mapping], measurements: Iterable[Mapping],
                   probes: Iterable[Mapping]) -> "RunResult":
         """From the store's rows (or an export's objects): run row, planned cases, measurements
-        (with study, case_id, dims), link probes. Metrics of older versions are upgraded."""
-        from .upgrade import upgrade_metrics
+        (with study, case_id, dims), link probes, in today's shape (upgrade.py); `row` keeps the run
+        row as stored."""
+        from .upgrade import upgrade_run
+        stored = upgrade_run(run, cases, measurements, probes)
+        row, run = dict(run), stored.run
         result = cls(
             run_id=run["run_id"], study_name=_one_study(run), preset=run.get("preset"),
             options=dict(run.get("options") or {}), environment=Environment.from_json(run.get("environment") or {}),
@@ -204,22 +214,22 @@ class RunResult:
             status=run.get("status", "?"), summary=dict(run.get("summary") or {}),
             probes=[Probe(p["link"], p["round"], p["phase"], p["session"], p.get("measured_at"),
                           float(p["rtt_median_ms"]), p.get("rtt_p95_ms"), p.get("rtt_min_ms"), p["round_trips"])
-                    for p in probes],
-            row=dict(run))
-        version = int((run.get("options") or {}).get("model_version", 1))
+                    for p in stored.probes],
+            row=row)
         cases_by_id: dict[str, CaseResult] = {}
-        for i, c in enumerate(cases):
-            cases_by_id[c["case_id"]] = CaseResult(c["study"], c["case_id"], dict(c["dims"]), c.get("planned_order", i))
-        for m in measurements:
+        for i, c in enumerate(stored.cases):
+            cases_by_id[c["case_id"]] = CaseResult(c["study"], c["case_id"], dict(c["dims"]), c.get("planned_order", i),
+                                                   stored_dims=dict(c["stored_dims"]))
+        for m in stored.measurements:
             if m["study"] != result.study_name:
                 raise ValueError(f"run {result.run_id} of {result.study_name} holds a measurement of {m['study']}")
             case = cases_by_id.get(m["case_id"])
             if case is None:   # an export carries no planned cases: the measurements name them
                 case = cases_by_id[m["case_id"]] = CaseResult(m["study"], m["case_id"], dict(m["dims"]),
-                                                              len(cases_by_id))
+                                                              len(cases_by_id), stored_dims=dict(m["stored_dims"]))
             case.measurements.append(Measurement(
                 m["round"], m.get("session", 1), m.get("started_at"), bool(m["ok"]), m.get("error"),
-                m.get("duration_s"), upgrade_metrics(m["study"], m.get("metrics") or {}, version),
+                m.get("duration_s"), m["metrics"],
                 m.get("path"), m.get("attempts") or 1, tuple(m.get("previous_errors") or ()),
                 tuple(m.get("series") or ()), dict(m.get("evidence") or {})))
         ordered = sorted(cases_by_id.values(), key=lambda c: c.planned_order)

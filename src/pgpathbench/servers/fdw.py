@@ -101,7 +101,7 @@ def set_case_options(env, case: Case, cluster, db: str, servers: Sequence[str],
     connection to a changed server at its next transaction, and a session made anew (after a
     restart) has none, so connecting would otherwise fall in the next measurement's timing."""
     wanted = case_options(env, case)
-    in_force = env.state.setdefault("fdw_options_in_force", {})
+    in_force = env.knobs.fdw_options_in_force
     changed = [s for s in servers if wanted and in_force.get((cluster.name, db, s)) != wanted]
     if changed:
         with cluster.connect(db) as conn:

@@ -38,7 +38,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import psycopg
@@ -241,9 +241,19 @@ def verify(conn: psycopg.Connection, options, major: str) -> dict:
     return facts
 
 
+@dataclass
+class KnobState:
+    """What the knobs of one major keep between measurements (StudyEnv.knobs)."""
+    server_settings: dict[str, dict] = field(default_factory=dict)   # --set NAME -> verify()'s facts
+    in_force: dict[str, str] = field(default_factory=dict)           # sighup and postmaster settings applied
+    restarts: int = 0                                                # of the managed servers, for --set
+    # (server, database, foreign server) -> the --fdw-option options it has (servers/fdw.py)
+    fdw_options_in_force: dict[tuple[str, str, str], dict] = field(default_factory=dict)
+
+
 def contexts(env) -> dict[str, str]:
     """NAME -> context of the run's settings, as verify() found them for this major."""
-    return {n: f["context"] for n, f in env.state.get("server_settings", {}).items()}
+    return {n: f["context"] for n, f in env.knobs.server_settings.items()}
 
 
 def session(env, case: Case) -> dict[str, str]:
@@ -271,7 +281,7 @@ def server_wide(env, case: Case) -> dict[str, str]:
 
 def apply_server_settings(env, case: Case) -> None:
     """The case's sighup and postmaster settings on every managed server of the major, when they
-    differ from those in force (env.state["in_force"]): ALTER SYSTEM SET, then a reload, or a
+    differ from those in force (env.knobs.in_force): ALTER SYSTEM SET, then a reload, or a
     restart when a postmaster setting changed (the sighup ones come with it)."""
     _apply(env, server_wide(env, case))
 
@@ -283,7 +293,7 @@ def reload_settings(env, settings: Mapping[str, str]) -> None:
 
 
 def _apply(env, settings: Mapping[str, str]) -> None:
-    in_force = env.state.setdefault("in_force", {})
+    in_force = env.knobs.in_force
     changed = {n: v for n, v in settings.items() if in_force.get(n) != v}
     if not changed:
         return
@@ -326,7 +336,8 @@ def _restart(env, clusters, changed: Mapping[str, str]) -> None:
     t0 = time.monotonic()
     for cluster in clusters:
         cluster.restart()
-    n = env.state["restarts"] = env.state.get("restarts", 0) + 1
+    env.knobs.restarts += 1
+    n = env.knobs.restarts
     env.log(f"restart {n} for --set {' '.join(f'{k}={v}' for k, v in changed.items())}: "
             f"{', '.join(c.name for c in clusters)} in {time.monotonic() - t0:.1f} s (cold shared buffers)")
 
@@ -350,16 +361,16 @@ def _wait_reloaded(cluster, since, timeout_s: float = 10.0) -> None:
 
 
 def prepare(env) -> dict:
-    """verify() on a managed server of the major, kept in env.state; the Setup facts."""
+    """verify() on a managed server of the major, kept in env.knobs; the Setup facts."""
     if not chosen(env.options):
         return {}
     clusters = env.servers.clusters()
     if not clusters:
         return {}
     with clusters[0].connect() as conn:
-        env.state["server_settings"] = verify(conn, env.options, env.major)
+        env.knobs.server_settings = verify(conn, env.options, env.major)
     restarting = [n for n, c in contexts(env).items() if c in RESTART]
     if restarting:   # the plan, before the first measurement: what a restart does to the next one
         env.log(f"--set: restart between cases for {', '.join(restarting)} (every managed server of PostgreSQL "
                 f"{env.major}, same port; cold shared buffers after each restart)")
-    return {"server_settings": env.state["server_settings"]}
+    return {"server_settings": env.knobs.server_settings}

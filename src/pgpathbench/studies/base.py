@@ -25,7 +25,9 @@ from ..results.convergence import MIN_ROUNDS
 from ..matrix import Case, Dimension, KnobFamily, Parameter, Preset, StudyOptions
 from ..metrics import Metric
 from ..report import Plot, Table
+from ..results import upgrade
 from ..results.model import StudyResult
+from ..results.upgrade import StoredRun
 from ..servers import guc, parse_check
 from ..servers.binaries import PgBinaries
 from ..servers.network import parse_bandwidth, parse_latency
@@ -69,7 +71,7 @@ EVIDENCE = Parameter("evidence", "collect each measurement's evidence: what the 
 
 
 def evidence_on(options: "StudyOptions") -> bool:
-    return options.params.get("evidence", "on") == "on"   # runs stored before it existed collected none
+    return options.params["evidence"] == "on"
 
 
 # Shared by every study: adaptive repetition (results/convergence.py). A case stops being measured once
@@ -107,15 +109,18 @@ def knob_families(*families: KnobFamily) -> dict[str, KnobFamily]:
 @dataclass
 class StudyEnv:
     """What a study works with during a session, for one PostgreSQL major: its options, the
-    major's binaries and servers, a log line, its own handles between calls (`state`), and the
-    connections it keeps across measurements (kept_connection)."""
+    major's binaries and servers, a log line, its own handles between calls (`state`: the typed
+    object its prepare() makes, a dataclass of its package such as InterfacesState), the
+    connections it keeps across measurements (kept_connection), and what --set and --fdw-option
+    keep in force (`knobs`)."""
     options: StudyOptions
     major: str
     bins: PgBinaries
     servers: ServerScope
     log: Callable[[str], None]
-    state: dict = field(default_factory=dict)
+    state: Any = None
     kept: dict = field(default_factory=dict)
+    knobs: guc.KnobState = field(default_factory=guc.KnobState)
 
     def kept_connection(self, key, connect: Callable[[], psycopg.Connection]) -> psycopg.Connection:
         """A connection kept across measurements (its set-up is not what is measured), made by
@@ -208,6 +213,9 @@ class Vocabulary:
     # study's question is a ratio: its report's ratios and --until-ci read it. None: each case
     # stands on its own metric.
     baseline: Baseline | None = None
+    # Its rules for runs stored by its older versions (results/upgrade.py: each says which), after
+    # the one every study has: a parameter a run stored before it existed takes its default.
+    upgrades: tuple[Callable[[StoredRun], None], ...] = ()
 
     def __post_init__(self) -> None:
         if self.primary_metric not in self.metrics:
@@ -229,6 +237,13 @@ class Declared:
         """Options the study derives from others, before its cases are made (`given`: the
         dimensions named on the command line); UserError for combinations it refuses."""
         return options
+
+    def upgrade(self, stored: StoredRun) -> None:
+        """A run of this study stored by an older version, brought to today's shape (results/upgrade.py
+        calls it for every run read back: the registry registers it)."""
+        upgrade.fill_parameters(stored, {name: p.default for name, p in self.parameters.items()})
+        for rule in self.upgrades:
+            rule(stored)
 
     def check(self, options: StudyOptions, bins: PgBinaries) -> None:
         """Checks that need the binaries (a user's script parsed by pgbench), before anything is
@@ -294,6 +309,7 @@ class Study(Protocol):
         """Metrics of one repeat (numbers); the key "series" may hold per-second points."""
         ...
     def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions: ...
+    def upgrade(self, stored: StoredRun) -> None: ...
     def check(self, options: StudyOptions, bins: PgBinaries) -> None: ...
     def user_sql(self, options: StudyOptions) -> list[parse_check.Sql]: ...
     def check_space(self, options: StudyOptions, workspace) -> None: ...

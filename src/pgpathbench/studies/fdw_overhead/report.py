@@ -18,10 +18,8 @@ from ...stats import Summary, linear_fit, summarise
 from ...matrix import NOT_APPLICABLE
 from ...servers.fdw import FAMILY
 from ...tools.pgbench import PROTOCOLS
-from .spec import BASELINE, HOP, REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
+from .spec import BASELINE, DEFAULT_PROTOCOL, HOP, REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
 
-DEFAULT_PROTOCOL = "simple"   # pgbench's default -M, what runs before --protocol ran
-LEGACY_MAJOR = "15"   # runs stored before majors were a dimension ran 15 and named links without it
 PUBLISHED_NOTE = ("Published: seed 000's table (PostgreSQL 9.6.2, scale 100, 10 x 10 s, 1 client; "
                   "FDW_ext_ro from seed 001). Compare ratios, not absolute figures, across machines.")
 COVERAGE_NOTE = "An interval followed by (NN%) covers only NN%: too few rounds for 95%."
@@ -29,20 +27,19 @@ PATH_COLUMN = "Path to source (measured RTT)"
 
 
 class Key(NamedTuple):
-    """One case of the report, with clients as a number (for sorting). Runs stored before a
-    dimension existed read its default: latency 0ms, PostgreSQL 15, protocol simple, no knobs."""
+    """One case of the report, with clients as a number (for sorting)."""
     workload: str
     target: str
     clients: int
-    latency: str = DIRECT
-    pg: str = LEGACY_MAJOR
+    latency: str
+    pg: str
     protocol: str = DEFAULT_PROTOCOL
     knobs: tuple[tuple[str, str], ...] = ()    # (fdw.NAME, value), '-' on local
 
     @classmethod
     def of(cls, case: CaseResult) -> "Key":
-        return cls(case["workload"], case["target"], int(case["clients"]), case.get("latency", DIRECT),
-                   case.get("pg", LEGACY_MAJOR), case.get("protocol", DEFAULT_PROTOCOL),
+        return cls(case["workload"], case["target"], int(case["clients"]), case["latency"], case["pg"],
+                   case["protocol"],
                    tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))))
 
     @property
@@ -79,15 +76,6 @@ class Key(NamedTuple):
 Cases = list[tuple[Key, CaseResult]]
 
 
-def _path_id(link: str) -> str:
-    return link if link.startswith("pg") else f"pg{LEGACY_MAJOR}_{link}"
-
-
-def _measured_rtt(result: StudyResult) -> dict[str, float]:
-    """Path id -> the median of its probes."""
-    return {_path_id(link): v for link, v in result.rtt().items()}
-
-
 def _cases(result: StudyResult) -> Cases:
     """The measured cases (at least one success), in the report's order."""
     return sorted(((Key.of(c), c) for c in result.cases if c.ok), key=lambda kc: kc[0].order())
@@ -96,7 +84,7 @@ def _cases(result: StudyResult) -> Cases:
 # -- tables ---------------------------------------------------------------------------------------
 def tables(result: StudyResult) -> list[Table]:
     cases = _cases(result)
-    rtt = _measured_rtt(result)
+    rtt = result.rtt()
     out = [_aggregate_table("TPS (without initial connection time)", "tps", cases, rtt, FDW_OVERHEAD_TPS),
            _aggregate_table("Latency average, ms", "latency_ms", cases, rtt, FDW_OVERHEAD_LATENCY_MS),
            _ratio_table(cases, rtt)]
@@ -215,7 +203,7 @@ def _ratio_table(cases: Cases, rtt: dict[str, float]) -> Table:
 
 def _rtt_cost_table(cases: Cases, result: StudyResult) -> Table:
     """Latency per transaction against the round trip measured in the same round."""
-    round_rtt = {(_path_id(link), r): v for (link, r), v in result.rtt_by_round().items()}
+    round_rtt = result.rtt_by_round()
     points: dict[tuple, tuple[list[float], list[float]]] = {}
     counted: dict[tuple, list[float]] = {}
     for k, c in cases:
@@ -293,7 +281,7 @@ def plots(result: StudyResult) -> list[Plot]:
            _target_bars(cases, extra, "latency_ms", "Latency by target (pgbench latency average)",
                         "Latency per transaction, ms")]
     if len({k.latency for k, _ in cases}) > 1:
-        rtt = _measured_rtt(result)
+        rtt = result.rtt()
         out += [_rtt_lines(cases, extra, rtt, "tps", "Throughput against measured round-trip time",
                            "Throughput, transactions/s", log_y=True),
                 _rtt_lines(cases, extra, rtt, "latency_ms", "Latency per transaction against measured round-trip time",

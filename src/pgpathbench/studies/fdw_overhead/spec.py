@@ -15,6 +15,7 @@ from pathlib import Path
 from ... import files, validate
 from ...matrix import Dimension, Parameter, Preset, positive_int
 from ...metrics import catalogue
+from ...results import upgrade
 from ...results.baseline import Baseline
 from ...servers import fdw
 from ...servers.paths import DIRECT, NetworkPath
@@ -167,12 +168,35 @@ def network_path(target: str, latency: str, pg: str) -> NetworkPath | None:
     return NetworkPath(pg, SOURCE_ROLE, latency if target in REMOTE_TARGETS else DIRECT)
 
 
+# -- runs stored by older versions (results/upgrade.py) ----------------------------------------
+DEFAULT_PROTOCOL = "simple"   # pgbench's default -M
+OLDEST_MAJOR = "15"           # what runs stored before the pg dimension ran
+
+
+def upgrade_before_latency(stored: upgrade.StoredRun) -> None:
+    """Runs stored before the latency dimension measured every path directly."""
+    upgrade.fill_dimension(stored, "latency", lambda dims: DIRECT)
+
+
+def upgrade_before_majors(stored: upgrade.StoredRun) -> None:
+    """Runs stored before the pg dimension ran PostgreSQL 15 and named their paths without it
+    (source_0ms): pg15_source_0ms today."""
+    upgrade.fill_dimension(stored, "pg", lambda dims: OLDEST_MAJOR)
+    upgrade.rename_paths(stored, lambda link: link if link.startswith("pg") else f"pg{OLDEST_MAJOR}_{link}")
+
+
+def upgrade_before_protocol(stored: upgrade.StoredRun) -> None:
+    """Runs stored before the protocol dimension ran pgbench's default, -M simple."""
+    upgrade.fill_dimension(stored, "protocol", lambda dims: DEFAULT_PROTOCOL)
+
+
 VOCABULARY = Vocabulary(
     name="fdw-overhead", title="pgbench through a local table vs postgres_fdw",
     seeds=("000", "001"), required_tools=("initdb", "postgres", "pgbench"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
     knob_families=knob_families(fdw.FAMILY), baseline=BASELINE,
+    upgrades=(upgrade_before_latency, upgrade_before_majors, upgrade_before_protocol),
     roles={"source": Role("source", "holds the pgbench tables (a database of ours); local and fdw_local run "
                           "there", ("createdb",), needs_when={"target=fdw_local": ("postgres_fdw",)}),
            "external": Role("external", "holds the foreign tables of the source (databases of ours) that "

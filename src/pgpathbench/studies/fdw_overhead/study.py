@@ -41,6 +41,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from psycopg import sql
@@ -75,6 +76,17 @@ STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", TRACK: "none", "
 # Not read around a timed run, which tracks no statement: the passes count them.
 UNTRACKED = ("statements", "evictions")
 SCRIPT_FIX = "fix the script (pgbench's syntax: SQL commands ending in ';', and \\ meta-commands)"
+
+
+@dataclass
+class FdwOverheadState:
+    """What prepare() makes for one major's measurements (StudyEnv.state), and what they count."""
+    source: Server                                      # holds the pgbench tables, database "source"
+    targets: dict[tuple[str, str], tuple[Server, str]]  # (target, latency) -> where pgbench connects
+    scripts: tuple[tuple[str, int], ...]                # --script: (file, weight) as pgbench runs them
+    copied: dict[str, int] = field(default_factory=dict)       # --script-tables: table -> rows copied
+    last_tps: dict[str, float] = field(default_factory=dict)   # case id -> its last measurement's TPS
+    logged_runs: dict[str, int] = field(default_factory=dict)  # case id -> its measurements so far
 
 
 class FdwOverhead(Declared):
@@ -180,11 +192,11 @@ class FdwOverhead(Declared):
         pgbench.initialize(env.bins.path("pgbench"), *source.client_args("source"), p["scale"],
                            _passfile(source))
         env.log(f"pgbench data at scale {p['scale']} loaded in {time.monotonic() - t0:.1f} s")
-        env.state["scripts"] = _script_files(p.get("script") or [])
+        copied: dict[str, int] = {}
         if p.get("script_tables"):
             t0 = time.monotonic()
             with source.connect("postgres") as theirs, source.connect("source") as ours:   # theirs: read-only
-                env.state["copied"] = copied = copy_tables.copy_tables(theirs, ours, tuple(p["script_tables"]))
+                copied = copy_tables.copy_tables(theirs, ours, tuple(p["script_tables"]))
             env.log(f"--script-tables: {', '.join(f'{t} ({n:,} rows)' for t, n in copied.items())} copied into "
                     f"our database in {time.monotonic() - t0:.1f} s")
         if p.get("init"):
@@ -194,10 +206,10 @@ class FdwOverhead(Declared):
 
         isolation = ISOLATIONS[p["isolation"]]
         _set_isolation(source, "source", isolation)
-        env.state["source"] = source
         with source.connect("source") as conn:   # the scripts' tables too: ours in public, no extension's
             tables = fdw.own_relations(conn) if p.get("init") or p.get("script_tables") else TABLES
-        env.state["targets"] = self._targets(env, source, external, isolation, tables)
+        env.state = FdwOverheadState(source, self._targets(env, source, external, isolation, tables),
+                                     _script_files(p.get("script") or []), copied)
         cases = [c for c in self.cases(env.options) if c["pg"] == env.major]
         facts = {"scale": p["scale"], "isolation": isolation,
                  "pgbench_flags": "-n always; -M per case (--protocol); -j min(clients, cores); --max-tries",
@@ -212,7 +224,7 @@ class FdwOverhead(Declared):
         if p.get("init"):
             facts["init"] = {k: p["init"][k] for k in ("name", "path")}
         if p.get("script_tables"):
-            facts["script_tables"] = env.state["copied"]
+            facts["script_tables"] = copied
         return Setup(tools={"pgbench": pgbench.version(env.bins.path("pgbench"))}, facts=facts)
 
     @staticmethod
@@ -244,7 +256,7 @@ class FdwOverhead(Declared):
         """The FDW hop from the external server to the source, per path: a one-row foreign scan
         (postgres_fdw's cursor and transaction round trips over the path), timed on the external."""
         out = []
-        for (target, latency), (cluster, db) in env.state["targets"].items():
+        for (target, latency), (cluster, db) in env.state.targets.items():
             if target == "fdw_external":
                 with cluster.connect(db) as conn:
                     timing = time_statement(conn, HOP_SCAN, HOP_SCANS, warmup=3)
@@ -256,20 +268,20 @@ class FdwOverhead(Declared):
         return int(options.params["duration"]) + 1.0
 
     def before_measure(self, env: StudyEnv, case: Case) -> None:
-        source = env.state["source"]
+        source = env.state.source
         if case["workload"] == "rw":
             # What pgbench -n skips, done on the source itself: never through a foreign table.
             source.execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history")
         if case["target"] != "local":
             # The case's postgres_fdw options and --set session settings in force for pgbench's (new) sessions.
-            cluster, db = env.state["targets"][(case["target"], case["latency"])]
+            cluster, db = env.state.targets[(case["target"], case["latency"])]
             fdw.set_case_options(env, case, cluster, db, [SERVER])
 
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
         """The server pgbench connects to, and the source behind a foreign table (their statements
         apart: see evidence_metrics)."""
-        cluster, db = env.state["targets"][(case["target"], case["latency"])]
-        source = env.state["source"]
+        cluster, db = env.state.targets[(case["target"], case["latency"])]
+        source = env.state.source
         if cluster is source:   # local, or fdw_local: one server, both databases
             watched = [source.watched(SOURCE_ROLE, *dict.fromkeys((db, "source")))]
         else:
@@ -281,7 +293,7 @@ class FdwOverhead(Declared):
         after the measurement (statements.py), which the evidence keeps."""
         if case["target"] == "local" or not evidence_on(env.options):
             return {}
-        source = env.state["source"]
+        source = env.state.source
         record, why = statements.count(env, self._run(env, case), metrics["tps"],
                                        source.watched(SOURCE_ROLE, "source"), source.managed)
         if record is None:
@@ -293,18 +305,19 @@ class FdwOverhead(Declared):
     @staticmethod
     def _run(env: StudyEnv, case: Case) -> pgbench.TimedRun:
         p = env.options.params
-        cluster, db = env.state["targets"][(case["target"], case["latency"])]
+        cluster, db = env.state.targets[(case["target"], case["latency"])]
         clients = int(case["clients"])
         return pgbench.TimedRun(*cluster.client_args(db), clients=clients, passfile=_passfile(cluster),
                                 duration_s=int(p["duration"]), select_only=case["workload"] == "ro",
                                 max_tries=int(p["max_tries"]), threads=min(clients, os.cpu_count() or 1),
-                                protocol=case.get("protocol", "simple"), scripts=env.state["scripts"],
+                                # a run stored before --protocol, resumed, keeps its case ids: none has one
+                                protocol=case.get("protocol", spec.DEFAULT_PROTOCOL), scripts=env.state.scripts,
                                 pgoptions=guc.pgoptions(guc.session(env, case)))
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         """pgbench; its log as the case's last TPS and earlier runs in this process demand
         (pgbench_log.next_log: every transaction, a sample, or the aggregate log)."""
-        last_tps, logged = env.state.setdefault("last_tps", {}), env.state.setdefault("logged_runs", {})
+        last_tps, logged = env.state.last_tps, env.state.logged_runs
         spec = self._run(env, case)
         plan = pgbench_log.next_log(last_tps.get(case.case_id), spec.threads, logged.get(case.case_id, 0))
         metrics = pgbench.run(env.bins.path("pgbench"), dataclasses.replace(spec, log=plan),

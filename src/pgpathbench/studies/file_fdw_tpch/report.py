@@ -2,8 +2,7 @@
 
 Durations are stored in milliseconds (duration_ms); the tables and charts say seconds, as the
 seed's table does. The set-up facts (files, load, plans, answers) come from the run's
-fingerprint, per PostgreSQL major; runs of the earlier version kept them under
-`file_fdw_tpch_pgN` and `file_fdw_tpch_pgN_plans`, read here as well.
+fingerprint, per PostgreSQL major.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from .spec import (BASELINE, CITUS, DEFAULT_STORAGES, LAYOUT_SYSTEM, PRIMARY_MET
                    query_rank, scan_cores)
 
 Series = dict[tuple[str, str, str, str], dict[int, float]]   # (query, storage, layout, pg) -> round: seconds
-V1_SETUP_PREFIX = "file_fdw_tpch_pg"
 SYSTEM_NAMES = {"postgresql": "PostgreSQL", "citusdb": "CitusDB"}
 SEED_SETTINGS = ("shared_buffers", "work_mem")   # the two the seed states
 PUBLISHED = ("regular", "foreign")               # the seed's storages
@@ -41,7 +39,7 @@ def seconds_series(result: StudyResult) -> Series:
 
 
 def _key(case: CaseResult) -> tuple[str, str, str, str]:
-    return case["queries"], case["storage"], case["layout"], case.get("pg", "15")
+    return case["queries"], case["storage"], case["layout"], case["pg"]
 
 
 class Slowdown(NamedTuple):
@@ -71,9 +69,6 @@ def setups(result: StudyResult) -> dict[str, dict]:
         for major, studies in session.setup.items():
             if result.name in studies:
                 out[major] = dict(studies[result.name])
-            for key, facts in studies.items():          # runs of the earlier version
-                if key.startswith(V1_SETUP_PREFIX) and not key.endswith("_plans"):
-                    out[key[len(V1_SETUP_PREFIX):]] = {**facts, "plans": studies.get(f"{key}_plans") or {}}
     return out
 
 
@@ -171,7 +166,7 @@ def cpu_table(result: StudyResult) -> Table | None:
     CPU-bound comparison where the data does not fit in memory here (regular scans then cost the
     kernel as much as PostgreSQL, and their seconds depend on what the page cache kept)."""
     rows = []
-    for case in sorted(result.cases, key=lambda c: (int(c.get("pg", "15")), layout_rank(c["layout"]),
+    for case in sorted(result.cases, key=lambda c: (int(c["pg"]), layout_rank(c["layout"]),
                                                     query_rank(c["queries"]))):
         if case["storage"] != "foreign":
             continue
@@ -181,7 +176,7 @@ def cpu_table(result: StudyResult) -> Table | None:
         if r is None:
             continue
         rs, fs = summarise(list(theirs.values())), summarise(list(mine.values()))
-        rows.append([query_label(case["queries"]), case["layout"], case.get("pg", "15"), rs.median, fs.median,
+        rows.append([query_label(case["queries"]), case["layout"], case["pg"], rs.median, fs.median,
                      r.median, r.ci_text, file_fdw_tpch_slowdown(case["queries"], LAYOUT_SYSTEM[case["layout"]])])
     if not rows:
         return None

@@ -11,6 +11,7 @@ from ...datasets.tpch.queries import ALL_QUERIES, SEED_QUERIES
 from ...datasets.tpch.schema import ORDER_KEY_LIMIT_SCALE, PARTITIONED, TABLES
 from ...matrix import Dimension, Parameter, Preset
 from ...metrics import Metric, catalogue
+from ...results import upgrade
 from ...results.baseline import Baseline
 from ..base import Role, Vocabulary, PG, EVIDENCE, UNTIL_CI, knob_families
 
@@ -275,6 +276,12 @@ PRIMARY_METRIC = "duration_ms"
 # The seed's question is the slowdown: each query on file_fdw over the same query on the regular
 # tables of its layout and major.
 BASELINE = Baseline("storage", "regular")
+OLDEST_MAJOR = "15"   # what runs stored before the pg dimension ran
+
+
+def upgrade_before_majors(stored: upgrade.StoredRun) -> None:
+    """Runs stored before the pg dimension ran PostgreSQL 15."""
+    upgrade.fill_dimension(stored, "pg", lambda dims: OLDEST_MAJOR)
 
 
 VOCABULARY = Vocabulary(
@@ -283,7 +290,7 @@ VOCABULARY = Vocabulary(
     seeds=("002",), required_tools=("initdb", "postgres"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
-    knob_families=knob_families(), baseline=BASELINE,
+    knob_families=knob_families(), baseline=BASELINE, upgrades=(upgrade_before_majors,),
     roles={"tpch": Role("tpch", "holds the loaded tables (a database of ours) and reads the TPC-H files through "
                         "file_fdw; a user server runs the regular storage of the single layout only (the files "
                         "generated here, loaded by COPY FROM STDIN): file_fdw reads the server's own disk",

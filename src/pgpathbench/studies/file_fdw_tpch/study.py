@@ -61,6 +61,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, TypeVar
 
 import psycopg
@@ -87,6 +88,19 @@ from .spec import (CITUS, CORES, DB, POSTGRES_FDW_OPTIONS, canonical, cluster_se
                    scan_cores, search_path)
 
 T = TypeVar("T")
+
+
+@dataclass
+class FileFdwTpchState:
+    """What prepare() makes for one major's measurements (StudyEnv.state): the servers and the
+    run's shape first, then what the warm-up found, and the sorts each case's plan did."""
+    nodes: Nodes
+    shape: Shape
+    plans: dict[tuple[str, str, str], dict] = field(default_factory=dict)   # (query, layout, storage) -> plan facts
+    answers: dict[str, str] = field(default_factory=dict)        # query -> its checked answer's digest
+    sizes: dict[str, int] = field(default_factory=dict)          # table -> bytes of its file
+    citus_sizes: dict[str, int] = field(default_factory=dict)    # table -> bytes of its shards' files
+    sort_methods: dict[str, str] = field(default_factory=dict)   # case id -> its plan's sorts (--set)
 
 
 class FileFdwTpch(Declared):
@@ -143,7 +157,7 @@ class FileFdwTpch(Declared):
         if nodes.citus is not None:
             citus.create_objects(nodes.citus, shape)
         facts.update(load_and_analyze(nodes, files, shape, env.log))
-        env.state.update(nodes=nodes, shape=shape)
+        env.state = FileFdwTpchState(nodes, shape)
         conns = {side: env.kept_connection(side, lambda side=side: connect(nodes, *side, shape.timeout))
                  for side in shape.sides}
         facts["settings"] = settings_facts(shape, nodes)
@@ -160,26 +174,26 @@ class FileFdwTpch(Declared):
         if shape.columnar:
             facts["reads"] = checks.reads(conns, shape, plans)
         facts["plans"] = {f"{q}:{st}:{la}": v for (q, la, st), v in plans.items()}
-        env.state.update(sizes=files.sizes(), plans=plans, answers=digests,
-                         citus_sizes=citus.file_sizes(facts.get("citus") or {}))
+        env.state = dataclasses.replace(env.state, plans=plans, answers=digests, sizes=files.sizes(),
+                                        citus_sizes=citus.file_sizes(facts.get("citus") or {}))
         return Setup(tools, facts)
 
     # -- one measurement --------------------------------------------------------------------
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
         """The coordinator of the case's layout, and the workers its tasks or foreign tables reach."""
-        return env.state["nodes"].watched(case["layout"])
+        return env.state.nodes.watched(case["layout"])
 
     def before_measure(self, env: StudyEnv, case: Case) -> None:
         """The case's --set session settings on its side's kept connection (SET), and once per case
         the sorts its plan does under them (EXPLAIN ANALYZE: the evidence that they took effect)."""
         conn = side_connection(env, case)
         guc.set_session(conn, env, case)
-        nodes, shape = env.state["nodes"], env.state["shape"]
+        nodes, shape = env.state.nodes, env.state.shape
         if canonical(case["layout"]) == "postgres_fdw":   # and on the workers' sessions postgres_fdw opens
             set_case_options(env, case, nodes.main, DB, worker_servers(len(nodes.fdw_workers)),
                              kept=[side_connection(env, {"layout": case["layout"], "storage": st})
                                    for st in shape.storages])
-        sorts = env.state.setdefault("sort_methods", {})
+        sorts = env.state.sort_methods
         if case.knobs(guc.FAMILY) and case.case_id not in sorts:
             try:
                 sorts[case.case_id] = checks.sort_methods(conn, shape.text(case["queries"]))
@@ -187,9 +201,9 @@ class FileFdwTpch(Declared):
                 raise CaseError(f"EXPLAIN ANALYZE: {refusal(e, shape.timeout)}") from None
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
-        st, shape = env.state, env.state["shape"]
+        st, shape = env.state, env.state.shape
         q, storage, layout = case["queries"], case["storage"], canonical(case["layout"])
-        plan = st["plans"][(q, layout, storage)]
+        plan = st.plans[(q, layout, storage)]
         if "refused" in plan:
             raise CaseError(plan["refused"])
         conn = side_connection(env, case)
@@ -201,16 +215,16 @@ class FileFdwTpch(Declared):
         except psycopg.Error as e:
             raise CaseError(refusal(e, shape.timeout)) from None
         digest = answer_digest(rows)
-        expected = st["answers"].get(q)
+        expected = st.answers.get(q)
         if expected is not None and digest != expected:
             raise CaseError(f"wrong answer: {len(rows)} rows, digest {digest}, checked answer {expected}")
         workers = plan["workers"]
         metrics = {"duration_ms": round(seconds * 1000, 3), "rows": len(rows), "answer": digest,
                    "plan_workers": workers}
-        if case.case_id in st.get("sort_methods", {}):
-            metrics["sort_methods"] = st["sort_methods"][case.case_id]
+        if case.case_id in st.sort_methods:
+            metrics["sort_methods"] = st.sort_methods[case.case_id]
         if storage == "foreign" and q in SCAN_QUERIES:
-            sizes = st["citus_sizes"] if layout == CITUS else st["sizes"]   # its shards' files, on citus
+            sizes = st.citus_sizes if layout == CITUS else st.sizes   # its shards' files, on citus
             metrics.update(scan_metrics(sizes[SCAN_QUERIES[q]], seconds, scan_cores(layout, workers,
                                                                                           shape.partitions)))
         return metrics
@@ -303,7 +317,7 @@ def side_connection(env: StudyEnv, case: Mapping[str, str]) -> psycopg.Connectio
     """The kept connection of the case's (layout, storage), made again if it was lost."""
     st, key = env.state, (canonical(case["layout"]), case["storage"])
     try:
-        return env.kept_connection(key, lambda: connect(st["nodes"], *key, st["shape"].timeout))
+        return env.kept_connection(key, lambda: connect(st.nodes, *key, st.shape.timeout))
     except psycopg.Error as e:
         raise CaseError(f"cannot connect: {str(e).strip()}") from None
 

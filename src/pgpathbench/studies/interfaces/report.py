@@ -112,23 +112,20 @@ class Group:
         return self.key.location
 
 
-def fetch_of(result: StudyResult, case: CaseResult) -> str:
-    """A cursor case's rows per fetch: its dimension, or (runs stored before --fetch was one) the
-    run's --fetch parameter; '' for the other methods."""
-    if case["method"] != "cursor":
-        return ""
-    return case.get("fetch") or str((result.options.get("params") or {}).get("fetch", 1000))
+def fetch_of(case: CaseResult) -> str:
+    """A cursor case's rows per fetch; '' for the other methods."""
+    return case["fetch"] if case["method"] == "cursor" else ""
 
 
 def seed_groups(result: StudyResult) -> list[Group]:
     """Every case with successful rounds, as the seed's group (durations in seconds)."""
-    varied = len({fetch_of(result, c) for c in result.cases} - {""}) > 1
+    varied = len({fetch_of(c) for c in result.cases} - {""}) > 1
     out = []
     for c in result.cases:
         seconds = [v / 1000 for v in c.values("duration_ms").values()]
         if seconds:
             iterations = next(iter(c.values("iterations").values()))
-            out.append(Group(Key.of(c, fetch_of(result, c) if varied else ""), c, numiter_text(int(iterations)),
+            out.append(Group(Key.of(c, fetch_of(c) if varied else ""), c, numiter_text(int(iterations)),
                              len(seconds), statistics.fmean(seconds), max(seconds) - min(seconds)))
     return out
 
@@ -408,10 +405,8 @@ def _memory_ratio_table(cases: Cases, pgs: _Pg) -> Table | None:
 
 
 def setup_facts(result: StudyResult, pg: str) -> dict:
-    """What prepare() recorded for a major, by the last session (runs of the earlier version kept
-    it as 'interfaces_pg15' among the session's keys)."""
-    setup = result.run.environment.last.setup
-    return (setup.get(pg) or {}).get(STUDY) or (setup.get("") or {}).get(f"{STUDY}_pg{pg}") or {}
+    """What prepare() recorded for a major, by the last session."""
+    return (result.run.environment.last.setup.get(pg) or {}).get(STUDY) or {}
 
 
 def _checksum_table(result: StudyResult) -> Table | None:

@@ -17,6 +17,7 @@ from ... import user_queries, validate
 from ...tools.clients import CLIENTS, ITERATION_METRICS
 from ...datasets.seed003 import QUERIES, SEED_ID
 from ...matrix import Dimension, Parameter, Preset
+from ...results import upgrade
 from ...metrics import Metric, catalogue
 from ...servers.cluster import TCP_AUTH
 from ...servers.paths import DIRECT, NetworkPath
@@ -69,8 +70,8 @@ def parse_tcp_auth(v: str) -> str:
 
 
 def tcp_auth(options) -> str:
-    """--tcp-auth of a run; scram-sha-256 for runs stored before it existed (what they ran with)."""
-    return options.params.get("tcp_auth", TCP_AUTH[0])
+    """--tcp-auth of a run."""
+    return options.params["tcp_auth"]
 
 
 def parse_fetch(v: str) -> str:
@@ -132,10 +133,8 @@ def user_sqlstrats(chosen: tuple[str, ...], queries) -> tuple[str, ...]:
 
 
 def fetch_values(options) -> tuple[str, ...]:
-    """--fetch's values (runs stored before it was a dimension: their --fetch parameter), and
-    NO_FETCH for the methods without a fetch size."""
-    chosen = options.dims.get("fetch") or (str(options.params.get("fetch", 1000)),)
-    return (*chosen, NO_FETCH)
+    """--fetch's values, and NO_FETCH for the methods without a fetch size."""
+    return (*options.dims["fetch"], NO_FETCH)
 
 
 def network_path(transport: str, latency: str, pg: str) -> NetworkPath | None:
@@ -278,12 +277,22 @@ def client_times(output: dict) -> dict:
 # No baseline: the seed ranks every candidate by its duration normalised within its testcase (no
 # one case is the reference, every candidate's own median counts), and its connect-per-query and
 # memory ratios are side tables; so --until-ci reads each case's own duration.
+
+
+def upgrade_before_fetch_dimension(stored: upgrade.StoredRun) -> None:
+    """Runs stored before --fetch was a dimension fetched by one size, their parameter fetch
+    (1000 when not given), in the cursor method's cases only."""
+    fetch = str(stored.params.get("fetch", 1000))
+    stored.study_options["dims"].setdefault("fetch", [fetch])
+    upgrade.fill_dimension(stored, "fetch", lambda dims: fetch if dims["method"] == "cursor" else NO_FETCH)
+
+
 VOCABULARY = Vocabulary(
     name="interfaces", title="client interfaces and fetch methods (libpq, ODBC, JDBC, psycopg) by transport and strategy",
     seeds=("003",), required_tools=("initdb", "postgres", "psql"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
-    knob_families=knob_families(),
+    knob_families=knob_families(), upgrades=(upgrade_before_fetch_dimension,),
     roles={"local": Role("local", "holds the test tables (a database of ours), reached by socket and TCP; a "
                          "user server by its DSN's way only: unix if its host is a socket directory, else tcp",
                          ("createdb",)),

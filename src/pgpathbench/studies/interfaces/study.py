@@ -36,6 +36,7 @@ import os
 import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from ... import user_queries
@@ -56,6 +57,17 @@ from ..base import Declared, Setup, StudyEnv, latencies_with_direct, links_reque
 from . import charts, report as study_report, spec
 from .local import Target, local_targets, refine_local, say_local
 from .spec import LOCAL_ROLE, REMOTE_ROLE, client_times, process_figures, query_rank, split_sqlstrat
+
+
+@dataclass
+class InterfacesState:
+    """What prepare() makes for one major's measurements (StudyEnv.state)."""
+    queries: dict[str, str]                     # name -> SQL: the seed's and the user's (--query)
+    servers: dict[str, Server | None]           # role -> its server, None when no transport needs it
+    targets: dict[tuple[str, str], Target]      # (transport, latency) -> where the clients connect
+    reference: dict[str, Reference]             # query -> psql COPY's rows, bytes and checksum
+    jvm_options: list[str]                      # --jvm-options, split as the jdbc client takes them
+    outfile: str                                # the file the cases of destination "file" write
 
 
 class Interfaces(Declared):
@@ -101,7 +113,7 @@ class Interfaces(Declared):
     # -- servers and data -------------------------------------------------------------------
     def prepare(self, env: StudyEnv) -> Setup:
         p, transports = env.options.params, env.options.dims["transport"]
-        env.state["queries"] = {**QUERIES, **user_queries.given(p)}
+        queries = {**QUERIES, **user_queries.given(p)}
         t0 = time.monotonic()
         auth = spec.tcp_auth(env.options)
         local = env.servers.server(LOCAL_ROLE, tcp_auth=auth) if {"unix", "tcp"} & set(transports) else None
@@ -112,24 +124,24 @@ class Interfaces(Declared):
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
         if local is not None:
             say_local(env, local)
-        sizes = self._load(env, servers)
+        sizes = self._load(env, servers, queries)
         targets = self._targets(env, local, remote)
         t0 = time.monotonic()
         # each server by its own conninfo: a managed one's socket, a user's DSN (as its clients connect)
-        reference = self._references(env, [Target(s.conninfo(DB), s) for s in servers])
+        reference = self._references(env, [Target(s.conninfo(DB), s) for s in servers], queries)
         env.log(f"reference checksums (psql COPY) in {time.monotonic() - t0:.1f} s")
         versions = self._client_versions(env, targets)
         out_dir = env.servers.root
         out_dir.mkdir(parents=True, exist_ok=True)
-        env.state.update(servers={LOCAL_ROLE: local, REMOTE_ROLE: remote}, targets=targets, reference=reference,
-                         jvm_options=shlex.split(p["jvm_options"]), outfile=str(out_dir / f"iftest-{env.major}.out"))
+        env.state = InterfacesState(queries, {LOCAL_ROLE: local, REMOTE_ROLE: remote}, targets, reference,
+                                    shlex.split(p["jvm_options"]), str(out_dir / f"iftest-{env.major}.out"))
         facts = {
             "database": DB, "tables": {t: {"rows": n, "copy_bytes": seed003.row_bytes(t, n)} for t, n in sizes.items()},
-            "queries": {q: env.state["queries"][q] for q in reference}, "iterations_sql001": p["iterations"],
+            "queries": {q: queries[q] for q in reference}, "iterations_sql001": p["iterations"],
             "reference": {q: r.to_json() for q, r in reference.items()},
             "jvm_options": p["jvm_options"], "cursor_fetch": [int(f) for f in spec.fetch_values(env.options)[:-1]],
             "conninfo": {f"{t}_{lat}": tg.conninfo for (t, lat), tg in targets.items()},   # no password: see Target
-            "outfile": env.state["outfile"], "remote": _remote_fact(remote),
+            "outfile": env.state.outfile, "remote": _remote_fact(remote),
             "duration": "wall time of the client command (os.wait4), process start included, as the seed's",
         }
         return Setup(tools={f"{iface} client": v for iface, v in versions.items()}, facts=facts)
@@ -138,14 +150,14 @@ class Interfaces(Declared):
     def _queries(env: StudyEnv) -> list[str]:
         return sorted({split_sqlstrat(s)[0] for s in sqlstrats(env.options)}, key=query_rank)
 
-    def _load(self, env: StudyEnv, servers: list[Server]) -> dict[str, int]:
+    def _load(self, env: StudyEnv, servers: list[Server], texts: dict[str, str]) -> dict[str, int]:
         """The seed's tables the queries read, on every server at once (in a database of ours on a
         user's); {table: rows}."""
         t0 = time.monotonic()
         p = env.options.params
         rows = {"t50k": p["t50k_rows"], "t10m": p["t10m_rows"]}
         queries = self._queries(env)
-        named = {t for q in queries if q not in QUERIES for t in user_queries.tables_named(env.state["queries"][q], rows)}
+        named = {t for q in queries if q not in QUERIES for t in user_queries.tables_named(texts[q], rows)}
         sizes = {t: rows[t] for t in sorted({*seed003.tables_of([q for q in queries if q in QUERIES]), *named})}
         # a user server's disk is its own: the workspace holds managed servers' data only
         seed003.check_disk(sizes, sum(s.managed for s in servers), env.servers.workspace.free_bytes())
@@ -168,13 +180,13 @@ class Interfaces(Declared):
                 targets[("remote", latency)] = Target(link.conninfo(remote.conninfo(DB, "tcp")), remote)
         return targets
 
-    def _references(self, env: StudyEnv, targets: list[Target]) -> dict[str, Reference]:
+    def _references(self, env: StudyEnv, targets: list[Target], texts: dict[str, str]) -> dict[str, Reference]:
         """psql's COPY of every query on every server (through a target of each, as a client connects):
         their data must be the same."""
         psql, timeout = env.bins.path("psql"), env.options.params["timeout"]
         reference: dict[str, Reference] = {}
         for query in self._queries(env):
-            refs = [self._reference(psql, t, query, env.state["queries"][query], timeout) for t in targets]
+            refs = [self._reference(psql, t, query, texts[query], timeout) for t in targets]
             if any(r != refs[0] for r in refs):
                 raise UserError(f"{query}: the servers' tables differ (psql COPY): " + "; ".join(
                     f"{t.server.name} {r.brief()}" for t, r in zip(targets, refs)))
@@ -210,7 +222,7 @@ class Interfaces(Declared):
     # -- one measurement --------------------------------------------------------------------
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
         role = REMOTE_ROLE if case["transport"] == "remote" else LOCAL_ROLE
-        return [env.state["servers"][role].watched(role, DB)]
+        return [env.state.servers[role].watched(role, DB)]
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         p, st = env.options.params, env.state
@@ -219,13 +231,13 @@ class Interfaces(Declared):
         printfrac, dest = case["output"].split(":")
         iterations = p["iterations"] if query == "sql001" else 1
         mode = f"cursor:{case['fetch']}" if case["method"] == "cursor" else case["method"]
-        out = st["outfile"] if dest == "file" else "/dev/null"
+        out = st.outfile if dest == "file" else "/dev/null"
         written = None
-        target = st["targets"][(case["transport"], case["latency"])]
+        target = st.targets[(case["transport"], case["latency"])]
         try:
-            run = run_native_client(iface, target.conninfo, st["queries"][query], mode=mode, keep=strategy == "once",
+            run = run_native_client(iface, target.conninfo, st.queries[query], mode=mode, keep=strategy == "once",
                                     iterations=iterations, print_rows=printfrac == "p-all", dest=out,
-                                    timeout=p["timeout"], jvm_options=st["jvm_options"],
+                                    timeout=p["timeout"], jvm_options=st.jvm_options,
                                     env=target.env(guc.session(env, case)))
             if dest == "file":
                 written = os.path.getsize(out)
@@ -233,7 +245,7 @@ class Interfaces(Declared):
             if dest == "file":
                 Path(out).unlink(missing_ok=True)
         o = run.output
-        expected = st["reference"][query].repeated(iterations)
+        expected = st.reference[query].repeated(iterations)
         got = (o["rows"], o["bytes"], o["checksum"])
         if got != expected:
             raise CaseError(f"checksum mismatch: {iface} {mode} over {case['transport']} returned rows {got[0]}, "

@@ -23,6 +23,7 @@ import re
 import shlex
 import subprocess
 import time
+from dataclasses import dataclass
 
 from ...tools.clients import check_jdbc_dsns, require_clients, run_native_client
 from ...datasets import seed003
@@ -33,15 +34,25 @@ from ...report import Plot, Table
 from ...results.model import StudyResult
 from ...servers import guc
 from ...servers.paths import NetworkPath
-from ...tools.psql_copy import copy_reference
+from ...tools.psql_copy import Reference, copy_reference
 from ...tools.spawn import spawn_measured
 from ..base import Declared, Setup, StudyEnv
-from ..interfaces.local import local_targets, refine_local, say_local
+from ..interfaces.local import Target, local_targets, refine_local, say_local
 from ..interfaces.spec import LOCAL_ROLE, client_times, process_figures
 from . import report as study_report, spec
 from .spec import CLIENT_MODE, DIAGNOSTIC, REFERENCE_TOOL
 
 T50K_ROWS = max(SEED_ID, 5000)      # sql001 reads the row 4242 of t50k
+
+
+@dataclass
+class InterfacesFidelityState:
+    """What prepare() makes for one major's measurements (StudyEnv.state)."""
+    targets: dict[str, Target]      # transport -> where the clients and the reference tools connect
+    script: str                     # pgbench's file of the loop's query
+    reference: Reference            # psql COPY's rows, bytes and checksum of sql10m
+    client_env: dict[str, str]      # the clients' environment: PGPASSFILE, the case's PGOPTIONS (--set)
+    jvm_options: list[str]          # --jvm-options, split as the jdbc client takes them
 
 
 class InterfacesFidelity(Declared):
@@ -79,9 +90,9 @@ class InterfacesFidelity(Declared):
         first = next(iter(targets.values()))
         reference = copy_reference(env.bins.path("psql"), first.conninfo, QUERIES["sql10m"], p["timeout"],
                                    env=first.env())
-        env.state.update(targets=targets, script=str(script), reference=reference,
-                         client_env=first.env(),   # PGPASSFILE: no password on a command line
-                         jvm_options=shlex.split(p["jvm_options"]))
+        env.state = InterfacesFidelityState(targets, str(script), reference,
+                                            first.env(),   # PGPASSFILE: no password on a command line
+                                            shlex.split(p["jvm_options"]))
         tools = {tool: _version(env, tool) for tool in ("psql", "pgbench")}
         return Setup(tools=tools, facts={
             "rows": p["rows"], "copy_bytes": seed003.row_bytes("t10m", p["rows"]), "iterations": p["iterations"],
@@ -93,19 +104,19 @@ class InterfacesFidelity(Declared):
 
     def before_measure(self, env: StudyEnv, case: Case) -> None:
         """The case's --set session settings in the clients' and the reference tools' PGOPTIONS."""
-        env.state["client_env"] = next(iter(env.state["targets"].values())).env(guc.session(env, case))
+        env.state.client_env = next(iter(env.state.targets.values())).env(guc.session(env, case))
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         p, st = env.options.params, env.state
         workload, tool = case["workload"], case["tool"]
-        conninfo = st["targets"][case["transport"]].conninfo
+        conninfo = st.targets[case["transport"]].conninfo
         if tool == "reference":
             return _reference(env, workload, conninfo)
         mode = CLIENT_MODE[(workload, tool)]
         if workload == "copy":
             run = run_native_client(tool, conninfo, QUERIES["sql10m"], mode=mode, print_rows=True, dest="/dev/null",
-                                    timeout=p["timeout"], jvm_options=st["jvm_options"], env=st["client_env"])
-            ref = st["reference"]
+                                    timeout=p["timeout"], jvm_options=st.jvm_options, env=st.client_env)
+            ref = st.reference
             got = (run.output["rows"], run.output["bytes"], run.output["checksum"])
             if tool == DIAGNOSTIC:      # it computes no checksum: its rows and bytes must still be right
                 got = got[:2] + (ref.checksum,)
@@ -115,7 +126,7 @@ class InterfacesFidelity(Declared):
         else:
             n = p["iterations"]
             run = run_native_client(tool, conninfo, QUERIES["sql001"], mode=mode, keep=True, iterations=n,
-                                    timeout=p["timeout"], jvm_options=st["jvm_options"], env=st["client_env"])
+                                    timeout=p["timeout"], jvm_options=st.jvm_options, env=st.client_env)
             if run.output["rows"] != n:
                 raise CaseError(f"{tool} read {run.output['rows']} rows in {n} queries, expected {n}")
         o = run.output
@@ -140,10 +151,10 @@ def _reference(env: StudyEnv, workload: str, conninfo: str) -> dict:
     if workload == "copy":
         m = spawn_measured([str(env.bins.path("psql")), "-X", "-q", "-d", conninfo, "-c",
                             f"COPY ({QUERIES['sql10m']}) TO STDOUT"], p["timeout"],
-                           env=env.state["client_env"], stdout=subprocess.DEVNULL)
+                           env=env.state.client_env, stdout=subprocess.DEVNULL)
     else:
         m = spawn_measured([str(env.bins.path("pgbench")), "-n", "-c", "1", "-t", str(p["iterations"]), "-f",
-                            env.state["script"], conninfo], p["timeout"], env=env.state["client_env"])
+                            env.state.script, conninfo], p["timeout"], env=env.state.client_env)
     if m.timed_out or m.returncode != 0:
         lines = [line for line in m.stderr.splitlines() if line.strip()]
         raise CaseError(f"reference {workload}: exit {m.returncode}: {lines[-1] if lines else 'no message'}")

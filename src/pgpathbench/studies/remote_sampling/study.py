@@ -32,6 +32,7 @@ import re
 import time
 from array import array
 from bisect import bisect_left
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import psycopg
@@ -55,6 +56,18 @@ SOURCE_DB = "source"
 FDW_SERVER = "source_server"
 # A managed source counts every statement (ANALYZE's remote SQL is read back from it); a user's has its own.
 STATEMENTS = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
+
+
+@dataclass
+class RemoteSamplingState:
+    """What prepare() makes for one major's measurements (StudyEnv.state), and what they keep."""
+    source: Server                      # holds the sampled tables, database SOURCE_DB
+    external: Server                    # holds their foreign tables, one database per latency
+    dbs: dict[str, str]                 # latency -> the external's database whose link it crosses
+    statements_missing: str | None      # why ANALYZE's remote SQL cannot be read back, or None
+    explained: dict[str, dict] = field(default_factory=dict)   # case id -> its remote SQL (EXPLAIN)
+    truth: dict[str, dict] = field(default_factory=dict)       # table -> the whole table's statistics
+    statements_before: dict | None = None   # the source's statements before the ANALYZE measured now
 
 
 class RemoteSampling(Declared):
@@ -121,8 +134,7 @@ class RemoteSampling(Declared):
         if missing:
             env.log(f"ANALYZE's remote SQL will not be recorded: {missing}")
         dbs = self._foreign_tables(env, source, external, names)
-        env.state.update(source=source, external=external, dbs=dbs, explained={}, truth={},
-                         statements_missing=missing)
+        env.state = RemoteSamplingState(source, external, dbs, missing)
         if "analyze" in opts.dims["test"]:
             # Here, not in the first ANALYZE measurement: 4 min at 100M rows, which the ETA took for
             # that case's cost in every round ("the rest: about 25m39s" for 3.2 min).
@@ -170,17 +182,17 @@ class RemoteSampling(Declared):
         guc.set_session(conn, env, case)
         if through_fdw:
             fdw.set_case_options(env, case, *self._where(env, case, True), [FDW_SERVER], kept=[conn])
-        if case["test"] == "analyze" and case["analyze_sampling"] != "local" and not env.state["statements_missing"]:
+        if case["test"] == "analyze" and case["analyze_sampling"] != "local" and not env.state.statements_missing:
             # ANALYZE's remote SQL is read back: what the source's statements counted from now on.
-            env.state["statements_before"] = _statements(env, with_text=False)
+            env.state.statements_before = _statements(env, with_text=False)
 
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
         """The server the query or ANALYZE runs on, and the source behind its foreign table."""
         through_fdw = _through_fdw(case)
-        source = env.state["source"].watched("source", SOURCE_DB)
+        source = env.state.source.watched("source", SOURCE_DB)
         if not through_fdw:
             return [source]
-        return [env.state["external"].watched("external", env.state["dbs"][case["latency"]]), source]
+        return [env.state.external.watched("external", env.state.dbs[case["latency"]]), source]
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         if case["test"] == "sampling":
@@ -214,21 +226,21 @@ class RemoteSampling(Declared):
     def _where(env: StudyEnv, case: Case, through_fdw: bool) -> tuple:
         """(cluster, database) a case runs in: the external one for the FDW, else the source."""
         if through_fdw:
-            return env.state["external"], env.state["dbs"][case["latency"]]
-        return env.state["source"], SOURCE_DB
+            return env.state.external, env.state.dbs[case["latency"]]
+        return env.state.source, SOURCE_DB
 
     @staticmethod
     def _remote_sql(env: StudyEnv, conn, case_id: str, query: sql.Composable, view: str) -> dict:
         """What postgres_fdw sends (EXPLAIN VERBOSE), and what the view it names does there."""
-        if case_id not in env.state["explained"]:
+        if case_id not in env.state.explained:
             plan = "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN VERBOSE ") + query))
             remote = re.search(r"Remote SQL: (.*)", plan)
             viewdef = _source(env).execute("SELECT pg_get_viewdef(quote_ident(%s)::regclass)", (view,)).fetchone()[0]
-            env.state["explained"][case_id] = {
+            env.state.explained[case_id] = {
                 "remote_sql": remote.group(1).strip() if remote else None,
                 "remote_view_sql": " ".join(viewdef.split()),
                 "local_filter": " ".join(re.findall(r"Filter: (.*)", plan))}
-        return env.state["explained"][case_id]
+        return env.state.explained[case_id]
 
     def _measure_analyze(self, env: StudyEnv, case: Case) -> dict:
         size, mode = case["rows"], case["analyze_sampling"]
@@ -258,8 +270,9 @@ class RemoteSampling(Declared):
         sample = next((int(m.group(1)) for m in found if m), None)
         if sample is not None:
             metrics["rows_sampled"] = sample
-        if not local and not env.state["statements_missing"]:
-            ran = statement_deltas(env.state.pop("statements_before"), _statements(env, with_text=True))
+        if not local and not env.state.statements_missing:
+            before, env.state.statements_before = env.state.statements_before, None
+            ran = statement_deltas(before, _statements(env, with_text=True))
             metrics["remote_sql"] = analyze_remote_sql(ran, table)
         try:
             metrics.update(stats_error(conn, table, _truth(env, table)))
@@ -353,16 +366,16 @@ def histogram_error(b_sorted: Sequence[float], bounds: list[float]) -> float:
 
 def _truth(env: StudyEnv, table: str) -> dict:
     """The whole table's statistics, computed once per table on the source."""
-    if table not in env.state["truth"]:
+    if table not in env.state.truth:
         t = sql.Identifier(table)
         src = _source(env)
         n, nd_a, null_c = src.execute(sql.SQL(
             "SELECT count(*), count(DISTINCT a), avg((c IS NULL)::int) FROM {}").format(t)).fetchone()
         freq = dict(src.execute(sql.SQL("SELECT c, count(*)::float8 / %s FROM {} WHERE c IS NOT NULL "
                                         "GROUP BY c").format(t), (n,)).fetchall())
-        env.state["truth"][table] = {"rows": n, "nd_a": nd_a, "null_c": float(null_c), "freq_c": freq,
+        env.state.truth[table] = {"rows": n, "nd_a": nd_a, "null_c": float(null_c), "freq_c": freq,
                                      "b_sorted": sorted_column(src, table, "b")}
-    return env.state["truth"][table]
+    return env.state.truth[table]
 
 
 def sorted_column(conn: psycopg.Connection, table: str, column: str) -> array:
@@ -394,7 +407,7 @@ def _statements_missing(conn: psycopg.Connection, db: str) -> str | None:
 def _statements(env: StudyEnv, with_text: bool) -> dict:
     """The source database's pg_stat_statements entries, read on its kept session."""
     conn = _source(env)
-    return read_statements(conn, conn.info.server_version, [env.state["source"].dbname(SOURCE_DB)], with_text)
+    return read_statements(conn, conn.info.server_version, [env.state.source.dbname(SOURCE_DB)], with_text)
 
 
 def _sampling_modes(options: StudyOptions) -> list[str]:
@@ -410,7 +423,7 @@ def _through_fdw(case: Case) -> bool:
 
 
 def _source(env: StudyEnv) -> psycopg.Connection:
-    return _connection(env, env.state["source"], SOURCE_DB)
+    return _connection(env, env.state.source, SOURCE_DB)
 
 
 def _connection(env: StudyEnv, cluster: Server, db: str) -> psycopg.Connection:
