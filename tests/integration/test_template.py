@@ -8,7 +8,7 @@ import pytest
 
 from pgpathbench.procs import OsUser
 from pgpathbench.servers import binaries, template
-from pgpathbench.servers.cluster import Cluster
+from pgpathbench.servers.cluster import SUPERUSER, Cluster
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,14 @@ def _tcp(cluster: Cluster, passfile) -> str:
 
 
 def test_copies_have_their_own_passwords(clusters, workspace_root):
-    a, b = clusters("a"), clusters("b")
-    (made,) = (workspace_root / "templates").iterdir()    # one initdb for both
+    # The session's workspace holds other tests' templates too: b adds none, a's is the one for its key.
+    templates = workspace_root / "templates"
+    a = clusters("a")
+    after_a = set(templates.iterdir())
+    b = clusters("b")
+    assert set(templates.iterdir()) == after_a    # one initdb for both
+    made = templates / template.key(a.bins, a.user, SUPERUSER)
+    assert made in after_a
     assert not (made / "data" / "postmaster.pid").exists()   # never started
     assert a.password != b.password
     assert _tcp(a, a.passfile) == _tcp(b, b.passfile) == "pgpathbench"
