@@ -16,6 +16,7 @@ import pytest
 
 from pgpathbench.errors import UserError
 from pgpathbench.servers import binaries as b
+from pgpathbench.servers import maven as maven_run
 from pgpathbench.servers.binaries import BUNDLES, Bundle, PgBinaries
 
 DEBIAN_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -335,7 +336,7 @@ def test_maven_missing(monkeypatch, tmp_path):
 
 def test_maven_hanging_is_killed(maven, tmp_path, monkeypatch):
     maven.mode("hang")
-    monkeypatch.setattr(b, "MAVEN_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(maven_run, "TIMEOUT_S", 0.5)
     with pytest.raises(UserError, match=r"--pg: Maven did not fetch PostgreSQL 17\.11\.0 within"):
         b.resolve(17, workspace=tmp_path / "ws")
 

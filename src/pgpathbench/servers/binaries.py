@@ -17,7 +17,6 @@ directory whose marker names the pinned SHA-1 is reused as it is.
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import hashlib
 import json
@@ -25,7 +24,6 @@ import os
 import pwd
 import re
 import shutil
-import signal
 import subprocess
 import tarfile
 import tempfile
@@ -36,6 +34,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import UserError
+from . import maven
+from .maven import maven_error
 
 DEBIAN_MAJORS = {15}
 SERVER_TOOLS = ("initdb", "postgres", "pg_ctl")
@@ -88,9 +88,7 @@ SUPPORTED_MAJORS = tuple(sorted(DEBIAN_MAJORS | set(BUNDLES)))
 # Pinned, so that the goal behaves alike whatever Maven's default binding is (3.8.7: 2.8).
 MAVEN_GET = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get"
 MVN = "mvn"
-MAVEN_TIMEOUT_S = 900
 MARKER = ".pgpathbench-bundle.json"
-_PR_SET_PDEATHSIG = 1
 BINARIES_DIR = "binaries"   # below the workspace root
 
 
@@ -308,7 +306,7 @@ def maven_command(bundle: Bundle) -> list[str]:
 
 def maven_get(bundle: Bundle, cwd: Path) -> Path:
     """Have Maven put the jar into its local repository; its path there."""
-    out = _run_maven(maven_command(bundle), bundle, cwd)
+    out = maven.run(maven_command(bundle), bundle, cwd)
     if out.returncode != 0:
         raise UserError(maven_error(bundle, out.stdout + "\n" + out.stderr))
     jar = next((j for j in map(bundle.repo_path, default_local_repos()) if j.is_file()), None)
@@ -328,75 +326,10 @@ def default_local_repos() -> list[Path]:
 
 
 def _maven_local_repo(bundle: Bundle, cwd: Path) -> Path:
-    out = _run_maven([MVN, "-B", "-q", "-Dstyle.color=never", "help:evaluate",
+    out = maven.run([MVN, "-B", "-q", "-Dstyle.color=never", "help:evaluate",
                       "-Dexpression=settings.localRepository", "-DforceStdout"], bundle, cwd)
     text = out.stdout.strip().splitlines()
     return Path(text[-1].strip()) if out.returncode == 0 and text else default_local_repos()[0]
-
-
-def _die_with_us() -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:  # we died between fork and prctl
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _run_maven(args: list[str], bundle: Bundle, cwd: Path) -> subprocess.CompletedProcess:
-    # Its own session, so a terminal's Ctrl-C reaches only us; we then end it (and its JVM), and
-    # PDEATHSIG ends it should we be killed outright.
-    try:
-        proc = subprocess.Popen(args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                preexec_fn=_die_with_us)
-    except FileNotFoundError:
-        raise UserError(f"--pg: PostgreSQL {bundle.major} is fetched from Maven Central with Maven, and "
-                        f"'{MVN}' is not installed; apt-get install -y maven, or use --pg {DEBIAN_CLIENT_MAJOR}") from None
-    try:
-        out, err = proc.communicate(timeout=MAVEN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        raise UserError(f"--pg: Maven did not fetch PostgreSQL {bundle.version} within {MAVEN_TIMEOUT_S} s; "
-                        f"check the network to Maven Central, or use --pg {DEBIAN_CLIENT_MAJOR}") from None
-    except BaseException:
-        _kill_group(proc)
-        raise
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def maven_error(bundle: Bundle, output: str) -> str:
-    """Maven's failure -> one line naming --pg and the fix."""
-    text = _ANSI.sub("", output)
-    errors = [line[len("[ERROR]"):].strip() for line in text.splitlines() if line.startswith("[ERROR]")]
-    first = next((e for e in errors if e), text.strip().splitlines()[-1] if text.strip() else "no output")
-    fallback = f"or use --pg {DEBIAN_CLIENT_MAJOR}"
-    if "Checksum validation failed" in text:
-        return (f"--pg: the download of {bundle.coordinates} failed its SHA-1 check; retry, and if it "
-                f"persists check the proxy or mirror in ~/.m2/settings.xml, {fallback}")
-    if "Could not find artifact" in text:
-        return (f"--pg: {bundle.coordinates} is not on Maven Central (or the configured mirror); "
-                f"check ~/.m2/settings.xml, {fallback}")
-    if "offline mode" in text:
-        return f"--pg: Maven is set to offline mode and has not got {bundle.coordinates} yet; turn offline off, {fallback}"
-    network = ("Could not transfer", "Unknown host", "Connection refused", "timed out", "Network is unreachable",
-               "transfer failed", "Could not resolve", "No route to host", "could not be resolved")
-    if any(n in text for n in network):
-        reason = re.search(r"(Unknown host [^:\s]+|Connection refused|[Cc]onnect(ion)? timed out|"
-                           r"Network is unreachable|No route to host)", text)
-        why = f" ({reason.group(0)})" if reason else ""
-        return (f"--pg: Maven cannot reach Maven Central to fetch PostgreSQL {bundle.server_version}{why}; "
-                f"check the network or the proxy in ~/.m2/settings.xml, {fallback}")
-    first = re.sub(r"\s*->\s*\[Help 1\]\s*$", "", first)
-    return f"--pg: Maven could not fetch {bundle.coordinates}: {first[:300]}; {fallback}"
 
 
 def sha1_of(path: Path) -> str:
