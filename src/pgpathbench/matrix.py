@@ -31,6 +31,9 @@ class Dimension:
     # A setting that decides a path's cost (fetch size, protocol, a server setting): reports plot
     # the primary metric against it, and compare accepts runs that differ only in knobs.
     knob: bool = False
+    # The value every run stored before this dimension existed had (a hop's `direct`, TLS `off`):
+    # cases with it leave the dimension out of their id, so those runs keep pairing with new ones.
+    quiet: str | None = None
 
     def validate(self, raw: str, option: str) -> tuple[str, ...]:
         """'a,b' -> ('a', 'b'), each checked against the dimension; UserError names the option."""
@@ -55,10 +58,11 @@ class Dimension:
 class Case:
     study: str
     dims: tuple[tuple[str, str], ...]                # in the study's dimension order
+    quiet: frozenset[str] = frozenset()              # dimensions at their quiet value: not in the id
 
     @property
     def case_id(self) -> str:
-        return ":".join(v for _, v in self.dims)
+        return ":".join(v for n, v in self.dims if n not in self.quiet)
 
     def __getitem__(self, name: str) -> str:
         return dict(self.dims)[name]
@@ -90,7 +94,8 @@ def cross(study: str, dimensions: Mapping[str, Dimension], chosen: Mapping[str, 
     for combo in itertools.product(*(chosen[n] for n in names)):
         dims = tuple(zip(names, combo))
         if exclude is None or not exclude(dict(dims)):
-            cases.append(Case(study, dims))
+            quiet = frozenset(n for n, v in dims if n in dimensions and v == dimensions[n].quiet)
+            cases.append(Case(study, dims, quiet))
     return cases
 
 
@@ -103,7 +108,7 @@ def not_applicable(cases: Iterable[Case], names: Callable[[str], bool], applies:
     out: dict[Case, None] = {}
     for case in cases:
         if not applies(case):
-            case = Case(case.study, tuple((n, NOT_APPLICABLE if names(n) else v) for n, v in case.dims))
+            case = Case(case.study, tuple((n, NOT_APPLICABLE if names(n) else v) for n, v in case.dims), case.quiet)
         out.setdefault(case)
     return list(out)
 

@@ -144,3 +144,12 @@ def test_fdw_overhead_quick_preset_is_the_seeds_shape_in_six_rounds():
                                           for t in ("local", "fdw_local", "fdw_external", "fdw_external_ro")} \
         - {"rw:fdw_external_ro:1:0ms:15:simple"}
     assert quick.repeat >= 6 and quick.params["duration"] == 1
+
+
+def test_a_quiet_value_leaves_its_dimension_out_of_the_id():
+    # a hop added later (`via`): its default keeps the ids of runs stored before it, so they pair
+    dims = {**DIMS, "via": Dimension("via", "", ("direct", "pgbouncer"), quiet="direct")}
+    new = cross("s", dims, {"workload": ("ro",), "target": ("a",), "via": ("direct", "pgbouncer")})
+    old = cross("s", DIMS, {"workload": ("ro",), "target": ("a",)})
+    assert [c.case_id for c in new] == ["ro:a", "ro:a:pgbouncer"] == [old[0].case_id, "ro:a:pgbouncer"]
+    assert new[0]["via"] == "direct" and new[0] != old[0]
