@@ -17,7 +17,8 @@ import psycopg
 
 from . import scratch
 from .servers.binaries import PgBinaries
-from .servers.cluster import postmaster_pid, socket_dir, stop_pid
+from .servers.cluster import socket_dir
+from .servers.postmaster import postmaster_pid, stop_pid
 from .servers.citus import TREE, tree_facts
 from .servers.ledger import Ledger
 from .servers.netns import netns_owners, remove_netns_links

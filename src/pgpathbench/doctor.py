@@ -11,7 +11,7 @@ from .clientenv import user_conninfo
 from .errors import UserError
 from .servers import binaries, citus, user_checks
 from .servers.user import UserDsn
-from .servers.cluster import postmaster_pid
+from .servers.postmaster import postmaster_pid
 from .servers.network import available_link_kinds
 from .workspace import Workspace
 

@@ -19,7 +19,8 @@ from conftest import cpu_bound_ms
 from pgpathbench.evidence import Watched, collected, summary
 from pgpathbench.procs import OsUser
 from pgpathbench.servers import binaries
-from pgpathbench.servers.cluster import Cluster, postmaster_pid
+from pgpathbench.servers.cluster import Cluster
+from pgpathbench.servers.postmaster import postmaster_pid
 
 pytestmark = pytest.mark.integration
 

@@ -35,14 +35,13 @@ from typing import Callable
 
 from ..errors import UserError
 from . import maven
-from .maven import maven_error
+from .maven import DEBIAN_CLIENT_MAJOR, maven_error
 
 DEBIAN_MAJORS = {15}
 SERVER_TOOLS = ("initdb", "postgres", "pg_ctl")
 CLIENT_TOOLS = ("psql", "pgbench")
 
 # Client tools for bundles, which have none: Debian's (postgresql-client-15).
-DEBIAN_CLIENT_MAJOR = 15
 DEBIAN_CLIENT_BINDIR = Path(f"/usr/lib/postgresql/{DEBIAN_CLIENT_MAJOR}/bin")
 
 

@@ -1,5 +1,5 @@
 """Maven run for a PostgreSQL bundle (binaries.py): in its own session, ended with us, bounded in
-time; and its failure read as one line naming --pg and the fix. `bundle` is a binaries.Bundle."""
+time; and its failure read as one line naming --pg and the fix."""
 
 from __future__ import annotations
 
@@ -10,11 +10,28 @@ import signal
 import subprocess
 from pathlib import Path
 
+from typing import Protocol
+
 from ..errors import UserError
 
 TIMEOUT_S = 900
 PR_SET_PDEATHSIG = 1
-DEBIAN_MAJOR = 15   # the fallback every refusal names (binaries.DEBIAN_CLIENT_MAJOR)
+# Debian's own major: the bundles' client tools (they have none) and the fallback every refusal names.
+DEBIAN_CLIENT_MAJOR = 15
+
+
+class Artifact(Protocol):
+    """What an error here names of the bundle being fetched (binaries.Bundle)."""
+    version: str
+
+    @property
+    def major(self) -> int: ...
+
+    @property
+    def server_version(self) -> str: ...
+
+    @property
+    def coordinates(self) -> str: ...
 
 
 def _die_with_us() -> None:
@@ -23,7 +40,7 @@ def _die_with_us() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run(args: list[str], bundle, cwd: Path) -> subprocess.CompletedProcess:
+def run(args: list[str], bundle: Artifact, cwd: Path) -> subprocess.CompletedProcess:
     # Its own session, so a terminal's Ctrl-C reaches only us; we then end it (and its JVM), and
     # PDEATHSIG ends it should we be killed outright.
     try:
@@ -32,13 +49,13 @@ def run(args: list[str], bundle, cwd: Path) -> subprocess.CompletedProcess:
                                 preexec_fn=_die_with_us)
     except FileNotFoundError:
         raise UserError(f"--pg: PostgreSQL {bundle.major} is fetched from Maven Central with Maven, and "
-                        f"'{args[0]}' is not installed; apt-get install -y maven, or use --pg {DEBIAN_MAJOR}") from None
+                        f"'{args[0]}' is not installed; apt-get install -y maven, or use --pg {DEBIAN_CLIENT_MAJOR}") from None
     try:
         out, err = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         raise UserError(f"--pg: Maven did not fetch PostgreSQL {bundle.version} within {TIMEOUT_S} s; "
-                        f"check the network to Maven Central, or use --pg {DEBIAN_MAJOR}") from None
+                        f"check the network to Maven Central, or use --pg {DEBIAN_CLIENT_MAJOR}") from None
     except BaseException:
         _kill_group(proc)
         raise
@@ -56,12 +73,12 @@ def _kill_group(proc: subprocess.Popen) -> None:
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def maven_error(bundle, output: str) -> str:
+def maven_error(bundle: Artifact, output: str) -> str:
     """Maven's failure -> one line naming --pg and the fix."""
     text = _ANSI.sub("", output)
     errors = [line[len("[ERROR]"):].strip() for line in text.splitlines() if line.startswith("[ERROR]")]
     first = next((e for e in errors if e), text.strip().splitlines()[-1] if text.strip() else "no output")
-    fallback = f"or use --pg {DEBIAN_MAJOR}"
+    fallback = f"or use --pg {DEBIAN_CLIENT_MAJOR}"
     if "Checksum validation failed" in text:
         return (f"--pg: the download of {bundle.coordinates} failed its SHA-1 check; retry, and if it "
                 f"persists check the proxy or mirror in ~/.m2/settings.xml, {fallback}")

@@ -20,7 +20,8 @@ from ..errors import UserError
 from ..procs import OsUser, cmdline, pid_alive
 from ..workspace import Workspace
 from .binaries import PgBinaries, at_hand
-from .cluster import TCP_AUTH, Cluster, postmaster_pid, release_ipc, socket_dir, stop_pid
+from .cluster import TCP_AUTH, Cluster, socket_dir
+from .postmaster import postmaster_pid, release_ipc, stop_pid
 from .netns import create_netns, remove_netns_links
 from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt
 from .ledger import Ledger

@@ -31,7 +31,8 @@ from ..errors import RunFailed, UserError
 from ..matrix import Case
 from ..procs import cmdline, end_process, pid_alive
 from ..servers.binaries import PgBinaries
-from ..servers.cluster import Cluster, postmaster_pid, stop_pid
+from ..servers.cluster import Cluster
+from ..servers.postmaster import postmaster_pid, stop_pid
 from ..workspace import Workspace
 from . import keeper
 
