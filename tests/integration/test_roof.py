@@ -21,7 +21,7 @@ ROUNDS = 3
 @pytest.fixture(scope="module")
 def rate_run(workspace_root):
     res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--repeat", str(ROUNDS), "--workload", "ro",
-                      "--target", "local,fdw_external", "--rate", f"{LOW},{HIGH}", "--latency-limit", "500",
+                      "--target", "local,fdw_external", "--rate", f"max,{LOW},{HIGH}", "--latency-limit", "500",
                       workspace=workspace_root)
     assert res.returncode == 0, res.stderr[-3000:]
     return report_json(workspace_root)
@@ -29,8 +29,11 @@ def rate_run(workspace_root):
 
 def test_every_rate_step_measured_with_its_latencies_and_lag_apart(rate_run):
     ms = rate_run["measurements"]
-    assert len(ms) == 2 * 2 * ROUNDS and all(m["ok"] for m in ms), [m["error"] for m in ms if not m["ok"]]
-    for m in ms:
+    assert len(ms) == 2 * 3 * ROUNDS and all(m["ok"] for m in ms), [m["error"] for m in ms if not m["ok"]]
+    closed = [m for m in ms if m["dims"]["rate"] == "max"]   # the closed loop beside the steps: no -R, id as before
+    assert len(closed) == 2 * ROUNDS and all(m["case_id"].endswith(":simple") for m in closed)
+    assert not any("rate_offered_tps" in m["metrics"] or "skipped" in m["metrics"] for m in closed)
+    for m in (m for m in ms if m not in closed):
         mt = m["metrics"]
         assert m["case_id"].endswith(f":{m['dims']['rate']}") and mt["rate_offered_tps"] == int(m["dims"]["rate"])
         assert mt["latency_sample_n"] > 0 and mt["latency_p99_ms"] >= mt["latency_p50_ms"] > 0

@@ -79,6 +79,7 @@ def test_a_share_offers_that_share_of_its_closed_twin_and_ids_stay_those_of_runs
     old = "ro:local:1:0ms:15:simple"
     assert [c.case_id for c in cases] == [old, f"{old}:0.5x", f"{old}:300"]
     closed = {old: 1001.0}
+    assert [roof.share(r) for r in ("max", "0.5x", "300", "1x")] == [None, 0.5, None, 1.0]
     assert [roof.offered(c, closed) for c in cases] == [None, 500.5, 300.0]
 
 

@@ -48,8 +48,8 @@ def refine(options: StudyOptions, given: set[str]) -> StudyOptions:
 
 
 def share(rate: str) -> float | None:
-    """0.6 for '0.6x'; None for a rate in TPS or the closed loop."""
-    return float(rate[:-1]) if rate.endswith("x") else None
+    """0.6 for '0.6x'; None for a rate in TPS or the closed loop ('max' ends in x too)."""
+    return float(rate[:-1]) if rate.endswith("x") and rate != CLOSED else None
 
 
 def closed_twin(case: Case) -> Case:
