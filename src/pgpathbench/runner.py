@@ -271,6 +271,8 @@ class Runner:
                 envs[major] = StudyEnv(options, major, bins, servers.scoped(int(major), bins), self.progress.log)
                 setup = study.prepare(envs[major])
                 setup.facts.update(guc.prepare(envs[major]))   # --set: checked by the server, how applied
+                if setup.pinned:
+                    self.store.pin_params(run_id, setup.pinned)
                 fingerprint.tools.update(setup.tools)
                 fingerprint.setup.setdefault(major, {})[study.name] = setup.facts
                 check_interrupted()

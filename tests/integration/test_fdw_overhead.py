@@ -46,7 +46,9 @@ def test_quick_run_stores_every_measurement(quick_run):
     assert Counter(m["case_id"] for m in ms) == {cid: ROUNDS for cid in {m["case_id"] for m in ms}}
     for m in ms:
         assert m["run_id"] == rep["run"]["run_id"] and m["round"] in range(1, ROUNDS + 1)
-        assert set(m["dims"]) == {"workload", "target", "clients", "latency", "pg", "protocol"}
+        # --rate at its quiet value (the closed loop): in the dimensions, not in the id
+        assert set(m["dims"]) == {"workload", "target", "clients", "latency", "pg", "protocol", "rate"}
+        assert m["dims"]["rate"] == "max"
         assert m["case_id"] == "{workload}:{target}:{clients}:{latency}:{pg}:{protocol}".format(**m["dims"])
         assert m["dims"]["protocol"] == "simple"
         assert m["path"] == (None if m["dims"]["target"] == "local" else "pg15_source_0ms")

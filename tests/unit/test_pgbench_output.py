@@ -62,7 +62,10 @@ def test_published_ratio_from_seed_000_means():
 def test_every_metric_a_measurement_carries_is_declared():
     measured = Measured(("pgbench",), 0, OUTPUT, "", wall_s=2.05, user_s=0.4, sys_s=0.3, peak_rss_kib=8192)
     log = parse_transaction_log(["0 0 1164 0 1700000000 5000 0", "0 1 failed 0 1700000000 9000 9"])
-    carried = {**parse_output(OUTPUT), **latency_figures(log), **process_figures(measured, "wall_ms")}
+    rate_log = parse_transaction_log(["0 1 5114 0 1795831724 62267 27 0", "0 2 skipped 0 1795831724 62294 0 0"],
+                                     lag=True)
+    carried = {**parse_output(OUTPUT), **latency_figures(log), **process_figures(measured, "wall_ms"),
+               **parse_output(RATE_OUTPUT), **latency_figures(rate_log), "rate_offered_tps": 20000}
     study = get("fdw-overhead")
     # run() adds "series" beside them (a list, not a metric); the FDW targets' evidence adds the remote figures
     assert set(carried) | {m.name for m in REMOTE_METRICS} == set(study.metrics)
@@ -96,3 +99,43 @@ def test_command_with_log_and_threads():
     assert cmd[cmd.index("-j") + 1] == "2"
     assert cmd[cmd.index("-l") + 1] == "--log-prefix=/dev/shm/pgpathbench-pgbench-log-x/tx"
     assert cmd[-1] == "source" and "-l" not in run.command("pgbench")
+
+
+# pgbench 15.18 -S -c 2 -j 2 -T 2 -R 20000 --latency-limit 5 --max-tries=10 against a local 15 (by hand)
+RATE_OUTPUT = """\
+transaction type: <builtin: select only>
+scaling factor: 1
+query mode: simple
+number of clients: 2
+number of threads: 2
+maximum number of tries: 10
+duration: 2 s
+number of transactions actually processed: 7937
+number of failed transactions: 0 (0.000%)
+number of transactions retried: 0 (0.000%)
+total number of retries: 0
+number of transactions skipped: 31412 (79.829%)
+number of transactions above the 5.0 ms latency limit: 1897/7937 (23.901%)
+latency average = 4.924 ms
+latency stddev = 1.680 ms
+rate limit schedule lag: avg 4.429 (max 5.000) ms
+initial connection time = 25.242 ms
+tps = 3992.637490 (without initial connection time)
+"""
+
+
+def test_parse_open_loop_figures():
+    m = parse_output(RATE_OUTPUT)
+    assert (m["skipped"], m["late"], m["schedule_lag_ms"], m["transactions"]) == (31412, 1897, 4.429, 7937)
+    assert "skipped" not in parse_output(OUTPUT)   # closed loop: no schedule, nothing skipped
+
+
+def test_open_loop_log_keeps_the_lag_apart_from_the_latency():
+    # under -R the seventh field is the schedule lag, the eighth the retries; skipped lines are counted
+    log = parse_transaction_log(["0 1 5114 0 1795831724 62267 27 0", "1 2 6255 0 1795831724 65336 1382 0",
+                                 "0 2 skipped 0 1795831724 62294 0 0"], lag=True)
+    assert (log.latency_us, log.lag_us, log.skipped) == ((5114, 6255), (27, 1382), 1)
+    figures = latency_figures(log)
+    assert (figures["latency_p99_ms"], figures["schedule_lag_p99_ms"], figures["latency_sample_n"]) == (6.255, 1.382, 2)
+    with pytest.raises(ValueError):   # a closed-loop line where a lag is due
+        parse_transaction_log(["0 1 5114 0 1795831724 62267"], lag=True)

@@ -39,8 +39,8 @@ def test_the_given_rows_are_not_changed():
     assert (run, m) == before
 
 
-def test_fdw_overhead_before_latency_majors_and_protocol():
-    """The oldest fdw-overhead shape: no latency, pg nor protocol dimension, paths named without the
+def test_fdw_overhead_before_latency_majors_protocol_and_rate():
+    """The oldest fdw-overhead shape: no latency, pg, protocol nor rate dimension, paths named without the
     major in probes, measurements and the version-1 fingerprint."""
     dims = {"workload": "ro", "target": "fdw_external", "clients": "1"}
     run = row("fdw-overhead", environment={"sessions": [{"cores": 2, "links": {"source_0ms": {"kind": "direct"}}}]})
@@ -49,7 +49,7 @@ def test_fdw_overhead_before_latency_majors_and_protocol():
     result = RunResult.from_rows(run, [], [measurement("fdw-overhead", "ro:fdw_external:1", dims, path="source_0ms")],
                                  [probe])
     (case,) = result.cases
-    assert case.dims == {**dims, "latency": "0ms", "pg": "15", "protocol": "simple"}
+    assert case.dims == {**dims, "latency": "0ms", "pg": "15", "protocol": "simple", "rate": "max"}
     assert case.case_id == "ro:fdw_external:1" and case.stored_dims == dims           # ids as stored
     assert result.rtt() == {"pg15_source_0ms": 0.05} and case.measurements[0].path == "pg15_source_0ms"
     assert list(result.environment.last.paths) == ["pg15_source_0ms"]

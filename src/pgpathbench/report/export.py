@@ -10,7 +10,9 @@ Version 2 changed the meaning of fields of version 1: every duration metric is i
 Added within version 2 (no field changed meaning): `series` (per-second points) and `evidence`
 (what the servers did), see store/schema.sql; the latency percentile metrics.
 Added within version 3: `pgpathbench` (the exporting tool: version, git commit, dirty) and, per
-session, the measuring tool's in its machine section (pgpathbench, pgpathbench_commit, pgpathbench_dirty).
+session, the measuring tool's in its machine section (pgpathbench, pgpathbench_commit, pgpathbench_dirty);
+`findings` (only when the study concludes something the export should carry, read from the
+measurements: fdw-overhead's knee per path under --rate, {"roof": [...]}).
 CSV: the same fields, the measuring session's tool (TOOL_FIELDS), dims as dim_<name> columns and
 metrics as their own columns.
 """
@@ -46,10 +48,11 @@ def measurement_json(run: RunResult, case: CaseResult, m: Measurement) -> dict:
             "evidence": dict(m.evidence)}
 
 
-def to_json(run: RunResult) -> str:
+def to_json(run: RunResult, findings: dict | None = None) -> str:
     return json.dumps({"format_version": FORMAT_VERSION, "pgpathbench": tool_version(), "run": run.row,
                        "measurements": [measurement_json(run, c, m) for c in run.cases for m in c.measurements],
-                       "link_probes": [asdict(p) for p in run.probes]}, default=_default, indent=2)
+                       "link_probes": [asdict(p) for p in run.probes], **({"findings": findings} if findings else {})},
+                      default=_default, indent=2)
 
 
 def runs_to_json(runs: list[dict]) -> str:

@@ -16,7 +16,7 @@ from .compare import compare
 def print_report(run: RunResult, fmt: str, out: Console, studies: Mapping, wide: bool = False) -> None:
     """table (a 120-column terminal; --wide for every column), markdown, csv or json."""
     if fmt == "json":
-        out.out(export.to_json(run), highlight=False)
+        out.out(export.to_json(run, studies[run.study_name].findings(run.study)), highlight=False)
     elif fmt == "csv":
         out.out(export.to_csv(run), highlight=False, end="")
     elif fmt == "markdown":

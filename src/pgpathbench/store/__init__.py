@@ -145,6 +145,15 @@ class ResultsStore:
         self.conn.execute("UPDATE pgpathbench.run SET options = jsonb_set(options, '{studies,0,repeat}', %s) "
                           "WHERE run_id = %s", (Jsonb(repeat), run_id))
 
+    def pin_params(self, run_id: str, pinned: dict[str, dict]) -> None:
+        """Parameters a study chose by measuring (Setup.pinned), merged into the run's options by
+        key (one major's beside another's), so that a resumed run uses them."""
+        for name, value in pinned.items():
+            path = ["studies", "0", "params", name]
+            self.conn.execute("UPDATE pgpathbench.run SET options = jsonb_set(options, %s, "
+                              "coalesce(options #> %s, '{}') || %s) WHERE run_id = %s",
+                              (path, path, Jsonb(value), run_id))
+
     def start_session(self, run_id: str, fingerprint: dict) -> int:
         """Record the environment of this start (or resume); returns the session number."""
         row = self.conn.execute(

@@ -146,6 +146,9 @@ class Setup:
     study's own facts (scale, sizes, plans...), kept per major."""
     tools: dict[str, str] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
+    # Parameters chosen by measuring (param -> {key: value}), merged into the run's stored options
+    # so that a resumed run uses them rather than measuring again (fdw-overhead's --rate 0.6x).
+    pinned: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -294,6 +297,11 @@ class Declared:
         to `evidence`."""
         return {}
 
+    def findings(self, result: StudyResult) -> dict:
+        """What the study's report concludes that the export carries beside the measurements
+        (fdw-overhead's knee per path); {} for none."""
+        return {}
+
 
 class Study(Protocol):
     """A study: its spec's Vocabulary (read as attributes: study.name, study.metrics... see
@@ -321,6 +329,7 @@ class Study(Protocol):
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]: ...
     def evidence_metrics(self, env: "StudyEnv", case: Case, metrics: Mapping[str, Any], evidence: dict) -> dict: ...
     def report(self, result: StudyResult) -> list[Table]: ...
+    def findings(self, result: StudyResult) -> dict: ...
     def plots(self, result: StudyResult) -> list[Plot]:
         """The charts of a run: medians with their 95% CI as error bars, labels with units."""
         ...

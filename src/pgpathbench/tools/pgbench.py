@@ -62,6 +62,15 @@ FIGURES = (
                   "error"), r"maximum number of tries: (\d+)"),
     Figure(Metric("duration_ms", "ms", "none", "pgbench -T: the run's planned duration"), r"duration: (\d+) s",
            1000),
+    # Open loop (-R) only: transactions start on pgbench's schedule, not when the previous one ends.
+    Figure(Metric("skipped", "tx", "lower", "-R with --latency-limit: transactions skipped because they were "
+                  "already later than the limit when their scheduled start came"),
+           r"number of transactions skipped: (\d+)"),
+    Figure(Metric("late", "tx", "lower", "-R with --latency-limit: successful transactions whose latency passed "
+                  "the limit"), r"number of transactions above the [\d.]+ ms latency limit: (\d+)/"),
+    Figure(Metric("schedule_lag_ms", "ms", "lower", "-R: average schedule lag, from a transaction's scheduled "
+                  "start to its actual start (part of its latency under -R)"),
+           r"rate limit schedule lag: avg ([\d.]+)"),
 )
 PROCESS = process_metrics("wall_ms", "pgbench (start-up, connections, the run, its report)", "none")
 METRICS = (*(f.metric for f in FIGURES), *pgbench_log.METRICS, *PROCESS)   # every metric run() returns
@@ -87,6 +96,8 @@ class TimedRun:
     pgoptions: str = ""        # PGOPTIONS of its sessions (`-c NAME=VALUE`: --set's session settings)
     passfile: str | None = None   # PGPASSFILE: a user server's password, never on the command line
     transactions: int | None = None   # -t per client instead of -T (an untimed pass: duration_s bounds it)
+    rate: float | None = None  # -R: the offered transactions per second (open loop); None: closed loop
+    latency_limit_ms: float | None = None   # --latency-limit (with rate): later transactions skipped, counted
 
     @property
     def timeout_s(self) -> int:
@@ -101,6 +112,8 @@ class TimedRun:
         return [str(pgbench), "-n", *workload, "-M", self.protocol, "-c", str(self.clients),
                 *(["-j", str(self.threads)] if self.threads > 1 else []),
                 *(["-t", str(self.transactions)] if self.transactions else ["-T", str(self.duration_s)]),
+                *(["-R", f"{self.rate:g}"] if self.rate else []),
+                *([f"--latency-limit={self.latency_limit_ms:g}"] if self.rate and self.latency_limit_ms else []),
                 "-P", str(self.duration_s + 1), *(self.log.options(str(log_prefix)) if log_prefix else []),
                 f"--max-tries={self.max_tries}", "-h", self.host, "-p", str(self.port), "-U", self.user, self.dbname]
 
@@ -123,8 +136,8 @@ def run(pgbench: Path | str, spec: TimedRun, log: bool = True) -> dict:
         try:
             logged = (pgbench_log.aggregate_figures(pgbench_log.read_aggregate_log(logdir), figures["transactions"])
                       if spec.log.aggregate else
-                      pgbench_log.transaction_figures(pgbench_log.read_transaction_log(logdir), spec.log.rate,
-                                                      figures["transactions"]))
+                      pgbench_log.transaction_figures(pgbench_log.read_transaction_log(logdir, lag=bool(spec.rate)),
+                                                      spec.log.rate, figures["transactions"]))
         except (OSError, ValueError) as e:
             raise CaseError(f"pgbench's {'aggregate' if spec.log.aggregate else 'per-transaction'} log: {e}") from e
     finally:

@@ -51,6 +51,7 @@ NOT_SUCCESSFUL = {"failed": "failed", "serialization": "failed", "deadlock": "fa
 # The percentiles, each nearest rank: the smallest logged latency that at least p% of the
 # logged successful transactions do not exceed (sorted latencies x_1 <= .. <= x_n: x_ceil(p*n/100)).
 PERCENTILES = (50, 90, 95, 99)
+LAG_PERCENTILES = (50, 99)
 _EXACT = ("pgbench's per-transaction log of every transaction; not given when the run logged a sample or "
           "its aggregate log only")
 METRICS = (
@@ -63,6 +64,9 @@ METRICS = (
     Metric("latency_min_ms", "ms", "lower", f"smallest latency of a successful transaction of the run, from {_EXACT}"),
     Metric("latency_max_ms", "ms", "lower", "largest latency of a successful transaction of the run, its retries "
            f"included, from {_EXACT}"),
+    *(Metric(f"schedule_lag_p{p}_ms", "ms", "lower", f"-R only: {p}th percentile (nearest rank) of the schedule lag "
+             "of the same logged transactions (from a transaction's scheduled start to its actual start; under -R "
+             "its latency includes it)") for p in LAG_PERCENTILES),
     Metric("latency_log_rate", "1", "none", "share of the transactions pgbench logged one by one (--sampling-rate, "
            f"drawn at random; 1 = every one): below 1 when the case runs above {LOG_LINES_PER_THREAD_S} "
            "transactions a second per pgbench thread; not given when the run wrote pgbench's aggregate log"),
@@ -98,6 +102,7 @@ class TransactionLog:
     end_us: tuple[int, ...]       # its completion: time_epoch * 10^6 + time_us, same order
     failed: int = 0               # 'failed' lines (and 17+'s detailed failure words)
     skipped: int = 0              # 'skipped' lines
+    lag_us: tuple[int, ...] = ()  # -R: schedule_lag of every successful transaction, same order
 
     @property
     def successful(self) -> int:
@@ -121,9 +126,9 @@ def _lines(directory: Path) -> Iterable[str]:
             yield from f
 
 
-def read_transaction_log(directory: Path) -> TransactionLog:
+def read_transaction_log(directory: Path, lag: bool = False) -> TransactionLog:
     """parse_transaction_log over every thread's file in `directory`."""
-    return parse_transaction_log(_lines(directory))
+    return parse_transaction_log(_lines(directory), lag)
 
 
 def read_aggregate_log(directory: Path) -> dict[int, Interval]:
@@ -131,17 +136,19 @@ def read_aggregate_log(directory: Path) -> dict[int, Interval]:
     return parse_aggregate_log(_lines(directory))
 
 
-def parse_transaction_log(lines: Iterable[str]) -> TransactionLog:
+def parse_transaction_log(lines: Iterable[str], lag: bool = False) -> TransactionLog:
     """The transactions of per-transaction log lines (any thread, any order); blank lines are
-    ignored, anything else that is not such a line is a ValueError."""
+    ignored, anything else that is not such a line is a ValueError. lag: the run had -R, so the
+    seventh field is the schedule lag (without -R it is the retries, given --max-tries)."""
     latency: list[int] = []
     end: list[int] = []
+    lags: list[int] = []
     counts = {"failed": 0, "skipped": 0}
     for line in lines:
         fields = line.split()
         if not fields:
             continue
-        if not 6 <= len(fields) <= 8:
+        if not 6 + lag <= len(fields) <= 8:
             raise ValueError(f"not a pgbench per-transaction log line: {line.strip()!r}")
         try:
             completed = int(fields[4]) * 1_000_000 + int(fields[5])
@@ -149,10 +156,12 @@ def parse_transaction_log(lines: Iterable[str]) -> TransactionLog:
                 counts[NOT_SUCCESSFUL[fields[2]]] += 1
                 continue
             latency.append(int(fields[2]))
+            if lag:
+                lags.append(int(fields[6]))
         except ValueError:
             raise ValueError(f"not a pgbench per-transaction log line: {line.strip()!r}") from None
         end.append(completed)
-    return TransactionLog(tuple(latency), tuple(end), **counts)
+    return TransactionLog(tuple(latency), tuple(end), **counts, lag_us=tuple(lags))
 
 
 def nearest_rank(ordered: list[int] | tuple[int, ...], p: int) -> int:
@@ -170,6 +179,9 @@ def latency_figures(log: TransactionLog, rate: float = 1.0) -> dict[str, float]:
         return {}
     ordered = sorted(log.latency_us)
     out = {f"latency_p{p}_ms": nearest_rank(ordered, p) / 1000 for p in PERCENTILES}
+    if log.lag_us:
+        lags = sorted(log.lag_us)
+        out.update({f"schedule_lag_p{p}_ms": nearest_rank(lags, p) / 1000 for p in LAG_PERCENTILES})
     out.update(latency_sample_n=len(ordered), latency_log_rate=rate)
     if rate >= 1:
         out.update(latency_min_ms=ordered[0] / 1000, latency_max_ms=ordered[-1] / 1000)
@@ -191,12 +203,12 @@ def transaction_figures(log: TransactionLog, rate: float, transactions: int) -> 
             "series": _series({s: Interval(len(v), sum(v)) for s, v in seconds.items()}, 0)}
 
 
-def sampling_rate(tps: float | None, threads: int) -> float:
+def sampling_rate(tps: float | None, threads: int, lines_per_thread_s: int = LOG_LINES_PER_THREAD_S) -> float:
     """The share of transactions to log in a run expected at `tps` over `threads` pgbench threads:
-    at most LOG_LINES_PER_THREAD_S a second per thread; every one while `tps` is not known."""
+    at most `lines_per_thread_s` a second per thread; every one while `tps` is not known."""
     if not tps:
         return 1.0
-    return min(1.0, float(f"{LOG_LINES_PER_THREAD_S * threads / tps:.3g}"))
+    return min(1.0, float(f"{lines_per_thread_s * threads / tps:.3g}"))
 
 
 @dataclass(frozen=True)

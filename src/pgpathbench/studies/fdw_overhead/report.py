@@ -18,7 +18,7 @@ from ...stats import Summary, linear_fit, summarise
 from ...matrix import NOT_APPLICABLE
 from ...servers.fdw import FAMILY
 from ...tools.pgbench import PROTOCOLS
-from .spec import BASELINE, DEFAULT_PROTOCOL, HOP, REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
+from .spec import BASELINE, CLOSED_LOOP, DEFAULT_PROTOCOL, HOP, REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
 
 PUBLISHED_NOTE = ("Published: seed 000's table (PostgreSQL 9.6.2, scale 100, 10 x 10 s, 1 client; "
                   "FDW_ext_ro from seed 001). Compare ratios, not absolute figures, across machines.")
@@ -35,12 +35,13 @@ class Key(NamedTuple):
     pg: str
     protocol: str = DEFAULT_PROTOCOL
     knobs: tuple[tuple[str, str], ...] = ()    # (fdw.NAME, value), '-' on local
+    rate: str = CLOSED_LOOP                    # pgbench -R (roof.py); max: the closed loop
 
     @classmethod
     def of(cls, case: CaseResult) -> "Key":
         return cls(case["workload"], case["target"], int(case["clients"]), case["latency"], case["pg"],
                    case["protocol"],
-                   tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))))
+                   tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))), case.get("rate", CLOSED_LOOP))
 
     @property
     def workload_label(self) -> str:
@@ -56,9 +57,10 @@ class Key(NamedTuple):
     @property
     def bench(self) -> str:
         """'RO.FDW_local_5@2ms': the seed's bench name, with clients and link when not 1 and direct,
-        then the knobs not at their default ('/prepared/fetch_size=100')."""
+        then the knobs not at their default ('/prepared/fetch_size=100'), then an offered rate (' R800')."""
         return (f"{self.workload_label}.{TARGET_LABEL[self.target]}" + (f"_{self.clients}" if self.clients != 1 else "")
-                + (f"@{self.latency}" if self.latency != DIRECT else "") + self.knob_text)
+                + (f"@{self.latency}" if self.latency != DIRECT else "") + self.knob_text
+                + (f" R{self.rate}" if self.rate != CLOSED_LOOP else ""))
 
     @property
     def path(self) -> NetworkPath | None:
@@ -70,20 +72,21 @@ class Key(NamedTuple):
     def order(self) -> tuple:
         return (self.workload, int(self.pg), self.clients, list(TARGET_LABEL).index(self.target),
                 latency_ms(self.latency), PROTOCOLS.index(self.protocol),
-                tuple((n, int(v) if v.isdigit() else -1, v) for n, v in self.knobs))
+                tuple((n, int(v) if v.isdigit() else -1, v) for n, v in self.knobs),
+                self.rate != CLOSED_LOOP, float(self.rate.removesuffix("x")) if self.rate != CLOSED_LOOP else 0.0)
 
 
 Cases = list[tuple[Key, CaseResult]]
 
 
-def _cases(result: StudyResult) -> Cases:
+def cases_of(result: StudyResult) -> Cases:
     """The measured cases (at least one success), in the report's order."""
     return sorted(((Key.of(c), c) for c in result.cases if c.ok), key=lambda kc: kc[0].order())
 
 
 # -- tables ---------------------------------------------------------------------------------------
 def tables(result: StudyResult) -> list[Table]:
-    cases = _cases(result)
+    cases = cases_of(result)
     rtt = result.rtt()
     out = [_aggregate_table("TPS (without initial connection time)", "tps", cases, rtt, FDW_OVERHEAD_TPS),
            _aggregate_table("Latency average, ms", "latency_ms", cases, rtt, FDW_OVERHEAD_LATENCY_MS),
@@ -270,7 +273,7 @@ def plots(result: StudyResult) -> list[Plot]:
     """TPS and latency by target (grouped bars per workload and clients, with the 95% CI of the
     median as error bars); with several latencies, TPS and latency against the path's measured
     round trip (x = median of its probes)."""
-    cases = _cases(result)
+    cases = cases_of(result)
     if not cases:
         return []
     # The major names a category only when the run has several (Key.order() sorts by it).

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ... import files, validate
 from ...matrix import Dimension, Parameter, Preset, positive_int
-from ...metrics import catalogue
+from ...metrics import Metric, catalogue
 from ...results import upgrade
 from ...results.baseline import Baseline
 from ...servers import fdw
@@ -108,6 +108,37 @@ def protocol(v: str) -> str:
     return v
 
 
+CLOSED_LOOP = "max"        # --rate's quiet value: pgbench without -R, as every run before --rate
+AUTO = "auto"
+AUTO_STEPS = ("0.2x", "0.4x", "0.6x", "0.8x", "1x", "1.2x")   # --rate auto: shares of a path's closed-loop TPS
+MAX_RATE_TPS = 10_000_000
+MAX_SHARE = 10
+
+
+def rate(v: str) -> str:
+    """'max', 'auto', a positive rate in TPS ('800', '12.5') or a share of the closed loop ('0.6x')."""
+    if v in (CLOSED_LOOP, AUTO):
+        return v
+    number = v.removesuffix("x")
+    if not re.fullmatch(r"-?[0-9]{1,12}(\.[0-9]{1,6})?", number):
+        raise ValueError(f"'{v}' is not a rate; give transactions per second (800), a share of the closed "
+                         "loop's TPS (0.6x), auto or max")
+    x = float(number)
+    if not x > 0:
+        raise ValueError(f"'{v}' is not a positive rate; give transactions per second above 0")
+    if x > (MAX_SHARE if v.endswith("x") else MAX_RATE_TPS):
+        raise ValueError(f"'{v}' is too large: at most " + (f"{MAX_SHARE}x" if v.endswith("x") else
+                                                           f"{MAX_RATE_TPS} transactions per second"))
+    return f"{x:g}x" if v.endswith("x") else f"{x:g}"
+
+
+def latency_limit(v: str) -> float:
+    """--latency-limit in ms: above 0, at most a minute."""
+    if not re.fullmatch(r"[0-9]{1,6}(\.[0-9]{1,3})?", v) or not 0 < float(v) <= 60_000:
+        raise ValueError(f"'{v}' is not a number of milliseconds above 0 and at most 60000; give e.g. 50 or 12.5")
+    return float(v)
+
+
 DIMENSIONS = {
     "workload": Dimension("workload", "ro: pgbench -S (select only); rw: the default TPC-B-like script",
                           ("ro", "rw")),
@@ -118,6 +149,9 @@ DIMENSIONS = {
     "pg": PG,
     "protocol": Dimension("protocol", "pgbench -M: how statements go to the server (simple query, extended "
                           "query, prepared statements)", pgbench.PROTOCOLS, knob=True),
+    "rate": Dimension("rate", "pgbench -R: offered transactions per second, open loop (800; 0.6x: a share of "
+                      "the path's closed-loop TPS, measured once per run; auto: 0.2x to 1.2x); max: the closed "
+                      "loop. The report finds each path's knee", parse=rate, quiet=CLOSED_LOOP),
 }
 PARAMETERS = {
     "scale": Parameter("scale", "pgbench scale factor of the source (100 = 10M accounts)", count("scale", 1)),
@@ -136,6 +170,8 @@ PARAMETERS = {
     "script_tables": Parameter("script_tables", "TABLE,...: tables of your own database (the DSN of --server "
                                "source=) copied into ours there for your --script: read, never written",
                                lambda text: list(table_names(text))),
+    "latency_limit": Parameter("latency_limit", "MS: pgbench --latency-limit with --rate: transactions already "
+                               "later than MS at their scheduled start are skipped, and counted", latency_limit),
     "init": Parameter("init", f"FILE: SQL statements (a UTF-8 text file of at most {files.size_text(MAX_FILE_BYTES)} "
                       "that the server parses; no psql meta-commands) run on the source after pgbench -i, "
                       "creating and loading the tables your --script reads (every table of its public schema "
@@ -151,9 +187,11 @@ PRESETS = {
     "paper": Preset("paper", "the seeds: scale 100, 10 rounds x 10 s", 10, {"scale": 100, "duration": 10}),
 }
 DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
-                "latency": (DIRECT,), "pg": ("15",), "protocol": ("simple",)}
+                "latency": (DIRECT,), "pg": ("15",), "protocol": ("simple",), "rate": (CLOSED_LOOP,)}
 
-METRICS = catalogue(*pgbench.METRICS, *statements.METRICS)
+RATE_OFFERED = Metric("rate_offered_tps", "tx/s", "none", "pgbench -R: the transactions per second offered "
+                      "(open loop); for a share (0.6x), that share of the path's closed-loop TPS measured for the run")
+METRICS = catalogue(*pgbench.METRICS, *statements.METRICS, RATE_OFFERED)
 PRIMARY_METRIC = "tps"
 # The seeds' question is the overhead: TPS of local over TPS through each FDW target, for the same
 # workload, clients, major and protocol; local crosses no link and has no postgres_fdw option.
@@ -190,13 +228,18 @@ def upgrade_before_protocol(stored: upgrade.StoredRun) -> None:
     upgrade.fill_dimension(stored, "protocol", lambda dims: DEFAULT_PROTOCOL)
 
 
+def upgrade_before_rate(stored: upgrade.StoredRun) -> None:
+    """Runs stored before --rate ran pgbench's closed loop (their case ids leave it out, as today's)."""
+    upgrade.fill_dimension(stored, "rate", lambda dims: CLOSED_LOOP)
+
+
 VOCABULARY = Vocabulary(
     name="fdw-overhead", title="pgbench through a local table vs postgres_fdw",
     seeds=("000", "001"), required_tools=("initdb", "postgres", "pgbench"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
     knob_families=knob_families(fdw.FAMILY), baseline=BASELINE,
-    upgrades=(upgrade_before_latency, upgrade_before_majors, upgrade_before_protocol),
+    upgrades=(upgrade_before_latency, upgrade_before_majors, upgrade_before_protocol, upgrade_before_rate),
     roles={"source": Role("source", "holds the pgbench tables (a database of ours); local and fdw_local run "
                           "there", ("createdb",), needs_when={"target=fdw_local": ("postgres_fdw",)}),
            "external": Role("external", "holds the foreign tables of the source (databases of ours) that "

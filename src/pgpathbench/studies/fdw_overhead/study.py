@@ -60,7 +60,7 @@ from ...servers.topology import Server
 from ...tools import pgbench, pgbench_log, pgbench_script
 from ..base import Declared, Setup, StudyEnv, evidence_on, latencies_with_direct, links_requested, \
     user_roles
-from . import report as study_report, spec, statements
+from . import report as study_report, roof, spec, statements
 from .spec import HOP, ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 from .statements import TRACK
 
@@ -87,6 +87,7 @@ class FdwOverheadState:
     copied: dict[str, int] = field(default_factory=dict)       # --script-tables: table -> rows copied
     last_tps: dict[str, float] = field(default_factory=dict)   # case id -> its last measurement's TPS
     logged_runs: dict[str, int] = field(default_factory=dict)  # case id -> its measurements so far
+    closed_tps: dict[str, float] = field(default_factory=dict)  # closed-loop case id -> the TPS rate shares take
 
 
 class FdwOverhead(Declared):
@@ -95,7 +96,8 @@ class FdwOverhead(Declared):
     # -- the matrix -------------------------------------------------------------------------
     def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
         """With --script, the workload is the scripts (script:NAME); --init and --script-tables go with
-        --script, --script-tables with a user source."""
+        --script, --script-tables with a user source; --rate's (roof.refine)."""
+        options = roof.refine(options, given)
         p = options.params
         if p.get("init") and not p.get("script"):
             raise UserError("--init: creates the tables your --script reads; give --script FILE too")
@@ -211,6 +213,7 @@ class FdwOverhead(Declared):
         env.state = FdwOverheadState(source, self._targets(env, source, external, isolation, tables),
                                      _script_files(p.get("script") or []), copied)
         cases = [c for c in self.cases(env.options) if c["pg"] == env.major]
+        pinned = self._closed_loop_tps(env, cases)
         facts = {"scale": p["scale"], "isolation": isolation,
                  "pgbench_flags": "-n always; -M per case (--protocol); -j min(clients, cores); --max-tries",
                  "foreign_server": "postgres_fdw over TCP (scram-sha-256), direct or through an emulated link",
@@ -225,7 +228,24 @@ class FdwOverhead(Declared):
             facts["init"] = {k: p["init"][k] for k in ("name", "path")}
         if p.get("script_tables"):
             facts["script_tables"] = copied
-        return Setup(tools={"pgbench": pgbench.version(env.bins.path("pgbench"))}, facts=facts)
+        if env.state.closed_tps:
+            facts["rate_closed_tps"] = env.state.closed_tps
+        return Setup(tools={"pgbench": pgbench.version(env.bins.path("pgbench"))}, facts=facts, pinned=pinned)
+
+    def _closed_loop_tps(self, env: StudyEnv, cases: list[Case]) -> dict:
+        """--rate 0.6x (auto): the closed-loop TPS of each path the shares are taken of, measured once
+        (pgbench -T duration, untimed) by the run's first session and pinned in its options, so that
+        a resumed run offers the same rates; what to pin ({} when nothing new was measured)."""
+        stored = dict((env.options.params.get(roof.PINNED) or {}).get(env.major) or {})
+        twins = {roof.closed_twin(c).case_id: roof.closed_twin(c) for c in cases if roof.share(c.get("rate", ""))}
+        for case_id, twin in twins.items():
+            if case_id not in stored:
+                self.before_measure(env, twin)
+                stored[case_id] = pgbench.run(env.bins.path("pgbench"), self._run(env, twin), log=False)["tps"]
+                env.log(f"--rate: {case_id} runs {stored[case_id]:,.0f} TPS in a closed loop")
+        env.state.closed_tps = stored
+        known = (env.options.params.get(roof.PINNED) or {}).get(env.major) or {}
+        return {roof.PINNED: {env.major: stored}} if stored != known else {}
 
     @staticmethod
     def _targets(env: StudyEnv, source: Server, external: Server | None, isolation: str,
@@ -294,7 +314,7 @@ class FdwOverhead(Declared):
         if case["target"] == "local" or not evidence_on(env.options):
             return {}
         source = env.state.source
-        record, why = statements.count(env, self._run(env, case), metrics["tps"],
+        record, why = statements.count(env, self._run(env, roof.closed_twin(case)), metrics["tps"],
                                        source.watched(SOURCE_ROLE, "source"), source.managed)
         if record is None:
             evidence["missing"][f"{SOURCE_ROLE}.statement_pass"] = why
@@ -312,13 +332,16 @@ class FdwOverhead(Declared):
                                 max_tries=int(p["max_tries"]), threads=min(clients, os.cpu_count() or 1),
                                 # a run stored before --protocol, resumed, keeps its case ids: none has one
                                 protocol=case.get("protocol", spec.DEFAULT_PROTOCOL), scripts=env.state.scripts,
-                                pgoptions=guc.pgoptions(guc.session(env, case)))
+                                pgoptions=guc.pgoptions(guc.session(env, case)),
+                                rate=roof.offered(case, env.state.closed_tps), latency_limit_ms=p.get("latency_limit"))
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         """pgbench; its log as the case's last TPS and earlier runs in this process demand
         (pgbench_log.next_log: every transaction, a sample, or the aggregate log)."""
         last_tps, logged = env.state.last_tps, env.state.logged_runs
         spec = self._run(env, case)
+        if spec.rate:   # a rate step: its p99 is the point, from a sample of at most roof's lines a second
+            return self._measure_rate(env, case, spec)
         plan = pgbench_log.next_log(last_tps.get(case.case_id), spec.threads, logged.get(case.case_id, 0))
         metrics = pgbench.run(env.bins.path("pgbench"), dataclasses.replace(spec, log=plan),
                               log=evidence_on(env.options))
@@ -326,12 +349,25 @@ class FdwOverhead(Declared):
         logged[case.case_id] = logged.get(case.case_id, 0) + 1
         return metrics
 
+    @staticmethod
+    def _measure_rate(env: StudyEnv, case: Case, spec: pgbench.TimedRun) -> dict:
+        """A rate step, always with its per-transaction log: sampled for what the step achieved last
+        (a rate past the path's roof is offered, not run), else for the rate offered."""
+        expected = min(spec.rate, env.state.last_tps.get(case.case_id) or spec.rate)
+        plan = pgbench_log.LogPlan(rate=pgbench_log.sampling_rate(expected, spec.threads, roof.LOG_LINES_PER_THREAD_S))
+        metrics = pgbench.run(env.bins.path("pgbench"), dataclasses.replace(spec, log=plan))
+        env.state.last_tps[case.case_id] = metrics["tps"]
+        return {**metrics, "rate_offered_tps": spec.rate}
+
     # -- the report -------------------------------------------------------------------------
     def report(self, result: StudyResult) -> list[Table]:
-        return study_report.tables(result)
+        return study_report.tables(result) + roof.tables(result)
 
     def plots(self, result: StudyResult) -> list[Plot]:
-        return study_report.plots(result)
+        return study_report.plots(result) + roof.plots(result)
+
+    def findings(self, result: StudyResult) -> dict:
+        return roof.findings(result)
 
 
 def _passfile(server: Server) -> str | None:
