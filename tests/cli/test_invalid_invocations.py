@@ -371,3 +371,11 @@ def test_a_libpq_variable_that_would_change_a_user_servers_sessions_is_refused(n
     assert err.startswith(f"pgpathbench: error: --server source: {name} is set in the environment and ") and \
         err.rstrip().endswith(f"unset {name}"), err
     assert os.environ[name] == "x", "the CLI gives the environment back as it found it"
+
+
+def test_a_host_without_the_ssh_client_is_refused(ws, capsys, tripwires, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))   # no ssh there
+    assert cli.main(["doctor", "--host", "a=ssh://u@h"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "--host: hosts are reached with OpenSSH's client, and ssh is not on PATH" in err
+    assert out == "" and not ws.exists()

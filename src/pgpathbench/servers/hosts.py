@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -212,6 +213,9 @@ class Hosts:
     def __enter__(self) -> "Hosts":
         if not self.specs:
             return self
+        if shutil.which("ssh") is None:
+            raise UserError("--host: hosts are reached with OpenSSH's client, and ssh is not on PATH; install it "
+                            "(apt-get install openssh-client)")
         self.control_dir = scratch.make_dir("ssh", scratch.tmpfs_or_tmp())
         try:
             for name, spec in self.specs.items():
