@@ -135,6 +135,10 @@ def _run_parser(sub) -> None:
         sp.add_argument("--fdw-host", dest="fdw_hosts", action="append", metavar="ROLE=HOST[:PORT]",
                         help="where postgres_fdw on another server reaches the user's server in ROLE, when not "
                              "at the DSN's address (repeatable)")
+        _host_options(sp)
+        sp.add_argument("--place", dest="places", action="append", metavar="ROLE=NAME",
+                        help="run a managed role on --host NAME (issue 47): not placeable yet in this version, "
+                             "refused; 'pgpathbench doctor --host' checks a host")
         for dim in study.dimensions.values():
             sp.add_argument(f"--{dim.name.replace('_', '-')}", dest=dim.name, metavar="A,B", help=dim.help +
                             (f" (from {','.join(dim.values)})" if dim.values else "") +
@@ -173,6 +177,7 @@ def build_parser() -> Parser:
     d.add_argument("--server", dest="servers", action="append", metavar="ROLE=DSN",
                    help="check an existing server for a run's --server ROLE=DSN: reachable, version, privileges, "
                         "extensions, round trip from here (repeatable)")
+    _host_options(d)
 
     c = sub.add_parser("clean", help="stop and remove what runs that ended left (servers, data); runs in progress "
                                      "are left alone")
@@ -181,6 +186,18 @@ def build_parser() -> Parser:
                    "a --results-dsn database); refused while another pgpathbench process uses the workspace")
     _KNOWN.update(_options_by_command(parser))
     return parser
+
+
+def _host_options(p: argparse.ArgumentParser) -> None:
+    """--host and how it is reached (servers/hosts.py)."""
+    p.add_argument("--host", dest="hosts", action="append", metavar="NAME=ssh://USER@ADDRESS[:PORT]",
+                   help="a host reached over SSH with the system's OpenSSH (your ~/.ssh/config, agent and "
+                        "known_hosts); NAME=ALIAS for an alias of ~/.ssh/config (repeatable)")
+    p.add_argument("--ssh-identity", metavar="FILE", help="the private key that logs in to the hosts (default: "
+                                                          "your ssh-agent and ~/.ssh keys)")
+    p.add_argument("--accept-host-key", dest="accept_host_keys", action="append", metavar="NAME",
+                   help="accept the host key of --host NAME when it is not known yet, and record it in the "
+                        "workspace's known_hosts (never yours); a changed key is still refused (repeatable)")
 
 
 def _reading_parsers(sub, run_ref) -> None:

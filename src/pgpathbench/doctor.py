@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import statistics
+import time
 from typing import Mapping
 import psycopg
 
@@ -11,6 +13,8 @@ from .clientenv import user_conninfo
 from .errors import UserError
 from .servers import binaries, citus, user_checks
 from .servers.user import UserDsn
+from .servers.host_facts import FACTS_SCRIPT, HostFacts
+from .servers.hosts import Connection, Hosts
 from .servers.postmaster import postmaster_pid
 from .servers.network import available_link_kinds
 from .workspace import Workspace
@@ -19,7 +23,8 @@ OK, MISSING, NOTE = "ok", "MISSING", "note"
 
 
 def checks(workspace: str | None, server_user: str | None, pg_bindir: str | None,
-           results_dsn: str | None, user_dsns: Mapping[str, UserDsn] | None = None) -> tuple[list[list[str]], bool]:
+           results_dsn: str | None, user_dsns: Mapping[str, UserDsn] | None = None,
+           hosts: Hosts | None = None) -> tuple[list[list[str]], bool]:
     rows: list[list[str]] = []
 
     def add(name: str, good: bool, detail: str, required: bool = True) -> None:
@@ -66,4 +71,44 @@ def checks(workspace: str | None, server_user: str | None, pg_bindir: str | None
         add(f"link: {kind}", status.startswith("ok"), status, required=False)
     for name, good, detail, required in user_checks.doctor_rows(user_dsns or {}):
         add(name, good, detail, required)
+    for connection in (hosts.connections.values() if hosts else ()):
+        for name, good, detail, required in host_rows(connection):
+            add(name, good, detail, required)
     return rows, all(r[1] != MISSING for r in rows)
+
+
+DOCTOR_MAJOR = 15        # the default major of every study (its --pg)
+RTT_PROBES = 5
+
+
+def host_rows(connection: Connection) -> list[tuple[str, bool, str, bool]]:
+    """(check, ok, detail, required) for one --host, over its open connection."""
+    name = f"host {connection.spec.name}"
+    facts = HostFacts.parse(connection.output(FACTS_SCRIPT, "reading its facts"))
+    v = facts.values
+    login = f"{v.get('user')} (uid {v.get('uid')})" + (
+        ": servers would run there as an unprivileged account, never as root" if v.get("uid") == "0" else "")
+    free_kb = int(v.get("disk_free_kb") or 0)
+    can_run, pg = facts.postgres_text(DOCTOR_MAJOR)
+    fp = facts.fingerprint()
+    return [(name, True, f"{connection.spec.shown}: reachable, host key known, {v.get('hostname')}", True),
+            (f"{name}: login", True, login, True),
+            (f"{name}: workspace", free_kb > 0, f"{v.get('workspace')}: {free_kb / 1024 ** 2:.1f} GiB free", True),
+            (f"{name}: PostgreSQL", can_run, pg, True),
+            (f"{name}: machine", True, f"{fp['cpu_model']}, {fp['cores']} cores, "
+                                       f"{(fp['memory_bytes'] or 0) / 1024 ** 3:.1f} GiB, {v.get('os')} "
+                                       f"{fp['kernel']} {fp['arch']}, clock {fp['clocksource']}", False),
+            (f"{name}: machine-id", True, str(fp["machine_id"]), False),
+            (f"{name}: round trip", True, _round_trip(connection), False)]
+
+
+def _round_trip(connection: Connection) -> str:
+    """The median time of `true` over the open connection: ssh's own start and a session there
+    included (no SELECT 1 probe before a server runs on the host)."""
+    times = []
+    for _ in range(RTT_PROBES):
+        started = time.perf_counter()
+        connection.output("true", "the round-trip probe")
+        times.append((time.perf_counter() - started) * 1000)
+    return (f"median {statistics.median(times):.1f} ms of {RTT_PROBES} `true` over the open SSH connection "
+            "(an ssh client's start and a shell there included: not the network's round trip)")

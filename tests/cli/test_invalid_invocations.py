@@ -269,6 +269,29 @@ OTHER_CASES = [
     (["doctor", "--server", "bogusrole=host=x"], "--server bogusrole: not a role of any study; choose from"),
     (["doctor", "--force"], "--force"),
     *_common(["doctor"], checked_later=False),   # doctor reports a missing --pg-bindir as a finding
+    # --host (issue 47): malformed before anything connects; a host that refuses: tests/integration/test_hosts.py
+    (["doctor", "--host", "ssh://u@h"], "--host: give NAME=ssh://USER@ADDRESS[:PORT]"),
+    (["doctor", "--host", "A=ssh://u@h"], "--host: give NAME="),
+    (["doctor", "--host", "a="], "--host: a: neither ssh://"),
+    (["doctor", "--host", "a=-oProxyCommand=x"], "--host: a: neither ssh://"),
+    (["doctor", "--host", "a=http://u@h"], "--host: a: the scheme is ssh://"),
+    (["doctor", "--host", "a=ssh://h"], "--host: a: give the login user"),
+    (["doctor", "--host", f"a=ssh://u:{SECRET}@h"], "--host: a: give the login user"),
+    (["doctor", "--host", "a=ssh://-u@h"], "--host: a: the user is"),
+    (["doctor", "--host", "a=ssh://u@-h"], "--host: a: the address is"),
+    (["doctor", "--host", "a=ssh://u@h:0"], "--host: a: the port is 1 to 65535"),
+    (["doctor", "--host", "a=ssh://u@h:65536"], "--host: a: the port is 1 to 65535"),
+    (["doctor", "--host", "a=ssh://u@h:x"], "--host: a: the address is"),
+    (["doctor", "--host", "a=ssh://u@h", "--host", "a=ssh://v@h"], "--host: a is named twice"),
+    (["doctor", "--host", "a=ssh://u@h", "--accept-host-key", "b"], "--accept-host-key: no --host is named b"),
+    (["doctor", "--host", "a=ssh://u@h", "--ssh-identity", "/nonexistent/key"], "--ssh-identity: /nonexistent"),
+    (["doctor", "--ssh-identity"], "--ssh-identity"),
+    # --place is not built yet: refused whole, whatever the role
+    ([*FDW, "--place", "external=a", "--host", "a=ssh://u@h"], "--place: external: not placeable yet"),
+    ([*FDW, "--place", "source=a"], "--place: source: not placeable yet"),
+    ([*FDW, "--host", "a=ssh://u@h"], "--host: a run uses hosts only for --place"),
+    ([*FDW, "--host", "a=ssh://u@h:99999", "--place", "external=a"], "--host: a: the port is 1 to 65535"),
+    ([*FDW, "--accept-host-key", "a"], "--accept-host-key: a run uses hosts only for --place"),
     (["clean", "--all=yes"], "--all"),
     (["clean", "extra"], "extra"),
     (["clean", "--al"], "--al"),
@@ -357,3 +380,11 @@ def test_a_libpq_variable_that_would_change_a_user_servers_sessions_is_refused(n
     assert err.startswith(f"pgpathbench: error: --server source: {name} is set in the environment and ") and \
         err.rstrip().endswith(f"unset {name}"), err
     assert os.environ[name] == "x", "the CLI gives the environment back as it found it"
+
+
+def test_a_host_without_the_ssh_client_is_refused(ws, capsys, tripwires, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))   # no ssh there
+    assert cli.main(["doctor", "--host", "a=ssh://u@h"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "--host: hosts are reached with OpenSSH's client, and ssh is not on PATH" in err
+    assert out == "" and not ws.exists()

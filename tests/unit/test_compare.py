@@ -84,6 +84,24 @@ def test_a_run_on_user_servers_differs_from_one_on_managed_ones_or_other_user_se
     assert environment_differences(mine, copy.deepcopy(mine)) == []
 
 
+def test_a_server_on_another_host_differs_from_one_here_and_on_another_host():
+    from pgpathbench.servers.host_facts import HostFacts
+    facts = HostFacts.parse("hostname=h1\nmachine_id=m1\ncpu_model=EPYC\ncores=8\nmemory_kb=1048576\n"
+                            "kernel=6.1.0\nclocksource=tsc\npostgres=/usr/bin|postgres (PostgreSQL) 16.4\n")
+    assert facts.installations == {16: ("/usr/bin", "postgres (PostgreSQL) 16.4")}
+
+    def placed(**over):
+        s = session()
+        s["servers"] = copy.deepcopy(s["servers"])
+        s["servers"]["source"]["host"] = {**facts.fingerprint(), **over}
+        return run("B", sessions=[s])
+    assert environment_differences(run(), placed()) == ["server source: host this machine vs h1 (m1)"]
+    assert environment_differences(placed(), placed()) == []
+    assert environment_differences(placed(), placed(host="h2", machine_id="m2", cores=4, clocksource="hpet")) == [
+        "server source: host h1 (m1) vs h2 (m2)", "server source: host cores 8 vs 4",
+        "server source: host clock source tsc vs hpet"]
+
+
 def measurement(case_id, round_no, tps, ok=True):
     return {"study": "fdw-overhead", "case_id": case_id, "round": round_no, "ok": ok,
             "metrics": {"tps": tps} if ok else {}, "dims": dict(zip(("workload", "target", "clients"), case_id.split(":")))}

@@ -121,6 +121,19 @@ def _server_facts(fp: Fingerprint) -> Iterator[Fact]:
                 yield f"server {role}", f"setting {name}", str(value)
 
 
+def _host_facts(fp: Fingerprint) -> Iterator[Fact]:
+    """Where each server ran: this machine, or a host over SSH (servers/host_facts.py) and what it is."""
+    for role, srv in fp.servers.items():
+        host = srv.get("host") or {}
+        yield f"server {role}", "host", f"{host.get('host')} ({host.get('machine_id')})" if host else "this machine"
+        if host:
+            yield f"server {role}", "host CPU", str(host.get("cpu_model"))
+            yield f"server {role}", "host cores", str(host.get("cores"))
+            yield f"server {role}", "host memory", memory_text(host)
+            yield f"server {role}", "host kernel", str(host.get("kernel"))
+            yield f"server {role}", "host clock source", str(host.get("clocksource"))
+
+
 def _path_facts(fp: Fingerprint) -> Iterator[Fact]:
     for name, path in fp.paths.items():
         bw = path.get("bandwidth_kbit")
@@ -138,4 +151,6 @@ CHECKED: tuple[tuple[str, Callable[[Fingerprint], Iterator[Fact]]], ...] = (
     ("tools: every recorded version (pgbench as major.minor)", _tool_facts),
     ("servers: version (major.minor) and every non-default setting, by role", _server_facts),
     ("paths: kind, added latency, jitter, bandwidth, by path id", _path_facts),
+    ("hosts: where each server ran (this machine, or a host's name and machine-id) and that host's CPU model, "
+     "cores, memory, kernel and clock source, by role", _host_facts),
 )

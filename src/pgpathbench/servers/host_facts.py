@@ -1,0 +1,94 @@
+"""What a host is, read there over its SSH connection (issue 47): the facts a placed server's
+fingerprint keeps (the same keys as environment.host_fingerprint's, plus what tells two hosts
+apart), its login, its workspace's free disk, and the PostgreSQL installations it has.
+
+One POSIX sh script, run once: no Python is assumed on the host. Each line it prints is KEY=VALUE.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .binaries import BUNDLES
+
+# Where the tool would keep its files there: as here (workspace.default_root), root's apart from
+# any login's home.
+FACTS_SCRIPT = r"""
+export LC_ALL=C
+echo "hostname=$(uname -n)"
+echo "machine_id=$(cat /etc/machine-id 2>/dev/null)"
+echo "cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)"
+echo "cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc)"
+echo "memory_kb=$(sed -n 's/^MemTotal:[[:space:]]*\([0-9]*\).*/\1/p' /proc/meminfo)"
+echo "kernel=$(uname -r)"
+echo "arch=$(uname -m)"
+echo "os=$(uname -s)"
+echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+echo "user=$(id -un)"
+echo "uid=$(id -u)"
+if [ "$(id -u)" = 0 ]; then ws=/var/lib/pgpathbench; else ws="${XDG_DATA_HOME:-$HOME/.local/share}/pgpathbench"; fi
+echo "workspace=$ws"
+d=$ws; while [ ! -e "$d" ]; do d=$(dirname "$d"); done
+df -Pk "$d" | awk 'NR == 2 { print "disk_free_kb=" $4; print "disk_device=" $1 }'
+for b in /usr/lib/postgresql/*/bin "$(dirname "$(command -v postgres 2>/dev/null || echo /nonexistent/x)")"; do
+  [ -x "$b/postgres" ] && echo "postgres=$b|$("$b/postgres" --version)"
+done
+exit 0
+"""
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    values: dict[str, str]
+    installations: dict[int, tuple[str, str]]   # major -> (bindir, version text)
+
+    @classmethod
+    def parse(cls, text: str) -> "HostFacts":
+        values, found = {}, {}
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if not sep:
+                continue
+            if key == "postgres":
+                bindir, _, version = value.partition("|")
+                major = _major(version)
+                if major is not None:
+                    found.setdefault(major, (bindir, version.strip()))
+            else:
+                values[key] = value.strip()
+        return cls(values, found)
+
+    def fingerprint(self) -> dict:
+        """The placed server's host, as its fingerprint keeps it."""
+        v = self.values
+        return {"host": v.get("hostname"), "machine_id": v.get("machine_id"), "cpu_model": v.get("cpu_model"),
+                "cores": _int(v.get("cores")), "memory_bytes": _int(v.get("memory_kb"), 1024),
+                "kernel": v.get("kernel"), "clocksource": v.get("clocksource"), "disk": v.get("disk_device"),
+                "arch": v.get("arch"), "os": v.get("os")}
+
+    def shippable(self, major: int) -> bool:
+        """Whether a pinned bundle of that major runs there (zonky's are Linux x86_64 builds)."""
+        return major in BUNDLES and self.values.get("os") == "Linux" and self.values.get("arch") == "x86_64"
+
+    def postgres_text(self, major: int) -> tuple[bool, str]:
+        """(whether the major can run there, how)."""
+        if major in self.installations:
+            bindir, version = self.installations[major]
+            return True, f"PostgreSQL {major} installed: {bindir} ({version})"
+        if self.shippable(major):
+            return True, f"PostgreSQL {major} not installed; the pinned bundle {BUNDLES[major].version} can be shipped"
+        others = ", ".join(str(m) for m in sorted(self.installations)) or "none"
+        return False, (f"PostgreSQL {major} neither installed (found: {others}) nor shippable (bundles: "
+                       f"{', '.join(map(str, sorted(BUNDLES)))}, for Linux x86_64; the host is "
+                       f"{self.values.get('os')} {self.values.get('arch')}); install it there, or give its bindir")
+
+
+def _major(version: str) -> int | None:
+    """'postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)' -> 15."""
+    m = re.search(r"\(PostgreSQL\) (\d+)", version)
+    return int(m.group(1)) if m else None
+
+
+def _int(text: str | None, times: int = 1) -> int | None:
+    return int(text) * times if text and text.isdigit() else None

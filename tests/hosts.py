@@ -1,0 +1,196 @@
+"""Test hosts for issue 47: each a namespace of tests/user_lan.py's LAN running its own sshd.
+
+    with SshHosts(tmp_path, ("a",)) as hosts:
+        h = hosts["a"]; h.url("root"), h.url(), h.identity, h.known_hosts_line, h.hostname ...
+
+A host is a network namespace on the bridged LAN (user_lan.Lan) whose sshd (Debian's
+openssh-server, `sshd -D`) runs in mount and UTS namespaces of its own: its hostname, and
+per-host directories bound over /etc/ssh (its config, its own host key, authorized keys, its
+log), /home, /var/lib, /etc/machine-id and /etc/passwd, /etc/group, /etc/shadow (the machine's
+with one more account, LOGIN, whose home is /home/LOGIN), and a tmpfs on /tmp. Every session sees
+that view only, so whatever the tool puts on a host went through SSH, and a fact read here instead
+of there shows. The mounts live as long as the namespace's processes: ending them (stop() kills
+every pid of the network namespace) unmounts everything; then the LAN goes.
+
+Logins are by a key the suite generates (ed25519, in the suite's tmp): as LOGIN, or as root.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgpathbench.servers.netns import _ip
+from user_lan import Lan, LanHost
+
+LOGIN = "pgpbhost"
+LOGIN_UID = 61047          # only in the hosts' own /etc/passwd
+SSHD = "/usr/sbin/sshd"
+PORT = 22
+START_S = 10.0
+
+
+@dataclass(frozen=True)
+class SshHost:
+    lan: LanHost
+    dir: Path               # its directories, here (bound into its mount namespace)
+    hostname: str
+    machine_id: str
+    identity: Path          # the private key that logs in as LOGIN and as root
+    known_hosts_line: str   # "ADDRESS ssh-ed25519 KEY": its host key as known_hosts wants it
+
+    @property
+    def address(self) -> str:
+        return self.lan.address
+
+    def url(self, user: str = LOGIN) -> str:
+        return f"ssh://{user}@{self.address}:{PORT}"
+
+    def pids(self) -> list[int]:
+        """Every process of its network namespace (sshd, sessions, servers started there)."""
+        out = _ip("ip", "netns", "pids", self.lan.netns, check=False).stdout
+        return [int(p) for p in out.split()]
+
+    def files(self, inside: str) -> list[Path]:
+        """What lies under a directory bound into the host (/home, /var/lib), seen from here."""
+        sub = {"/home": "home", "/var/lib": "varlib"}[inside]
+        return sorted((self.dir / sub).rglob("*"))
+
+
+class SshHosts:
+    """A LAN of hosts, each running its own sshd; a context manager that leaves nothing behind."""
+
+    def __init__(self, root: Path, names: tuple[str, ...] = ("a",)):
+        self.root = Path(root)
+        self.lan = Lan(self.root / "lan", names)
+        self.hosts: dict[str, SshHost] = {}
+        self.daemons: list[subprocess.Popen] = []
+
+    def __getitem__(self, name: str) -> SshHost:
+        return self.hosts[name]
+
+    def __enter__(self) -> "SshHosts":
+        try:
+            self.lan.start()
+            identity = _keygen(self.root / "client_key", "pgpb test client")
+            for name, lan_host in self.lan.hosts.items():
+                self.hosts[name] = self._start(lan_host, identity)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _start(self, lan_host: LanHost, identity: Path) -> SshHost:
+        hostname = f"pgpbhost-{lan_host.name}-{secrets.token_hex(3)}"
+        d = self.root / lan_host.name
+        host_key = _layout(d, identity, hostname, lan_host.address)
+        host = SshHost(lan_host, d, hostname, (d / "machine-id").read_text().strip(), identity,
+                       f"{lan_host.address} {host_key}")
+        script = _namespace_script(d, hostname)
+        daemon = subprocess.Popen(["ip", "netns", "exec", lan_host.netns, "unshare", "--mount", "--uts",
+                                   "--propagation", "private", "sh", "-ec", script],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=open(d / "namespace.log", "w"))
+        self.daemons.append(daemon)
+        _wait_listening(lan_host.address, daemon, d)
+        return host
+
+    def stop(self) -> None:
+        """Every process of every host's namespace ended (its mounts go with them), then the LAN."""
+        for netns in [h.netns for h in self.lan.hosts.values()]:
+            for _ in range(50):
+                pids = [int(p) for p in _ip("ip", "netns", "pids", netns, check=False).stdout.split()]
+                if not pids:
+                    break
+                for pid in pids:
+                    with _gone():
+                        os.kill(pid, signal.SIGKILL)
+                time.sleep(0.05)
+        for daemon in self.daemons:
+            with _gone():
+                daemon.wait(timeout=10)
+        self.daemons = []
+        self.lan.stop()
+
+
+def _keygen(path: Path, comment: str) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True)
+    return path
+
+
+def _layout(d: Path, identity: Path, hostname: str, address: str) -> str:
+    """The host's directories and files; its host key's public half."""
+    for sub in ("ssh", "ssh/authorized_keys", "home", f"home/{LOGIN}", "varlib", "etc"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+        (d / sub).chmod(0o755)
+    os.chown(d / "home" / LOGIN, LOGIN_UID, LOGIN_UID)
+    _keygen(d / "ssh" / "ssh_host_ed25519_key", hostname)
+    for user in ("root", LOGIN):
+        shutil.copy(identity.with_suffix(".pub"), d / "ssh" / "authorized_keys" / user)
+        (d / "ssh" / "authorized_keys" / user).chmod(0o644)
+    (d / "ssh" / "sshd_config").write_text("\n".join([
+        f"ListenAddress {address}:{PORT}", "HostKey /etc/ssh/ssh_host_ed25519_key",
+        "AuthorizedKeysFile /etc/ssh/authorized_keys/%u", "PermitRootLogin prohibit-password",
+        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
+        "AllowTcpForwarding no", "X11Forwarding no", "PrintMotd no", "LogLevel VERBOSE",
+        "Subsystem sftp internal-sftp", "PidFile none", ""]))
+    (d / "machine-id").write_text(secrets.token_hex(16) + "\n")
+    (d / "hostname").write_text(hostname + "\n")
+    etc = d / "etc"
+    (etc / "passwd").write_text(Path("/etc/passwd").read_text()
+                                + f"{LOGIN}:x:{LOGIN_UID}:{LOGIN_UID}:pgpb test host:/home/{LOGIN}:/bin/sh\n")
+    (etc / "group").write_text(Path("/etc/group").read_text() + f"{LOGIN}:x:{LOGIN_UID}:\n")
+    (etc / "shadow").write_text(Path("/etc/shadow").read_text() + f"{LOGIN}:*:19000:0:99999:7:::\n")
+    (etc / "shadow").chmod(0o640)
+    return " ".join((d / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()[:2])
+
+
+def _namespace_script(d: Path, hostname: str) -> str:
+    """Inside the host's new mount and UTS namespaces: its names and directories, then sshd."""
+    binds = [(d / "ssh", "/etc/ssh"), (d / "home", "/home"), (d / "varlib", "/var/lib"),
+             (d / "machine-id", "/etc/machine-id"), (d / "hostname", "/etc/hostname")]
+    binds += [(d / "etc" / f, f"/etc/{f}") for f in ("passwd", "group", "shadow")]
+    lines = [f"hostname {hostname}", "mkdir -p /run/sshd"]
+    lines += [f"mount --bind '{src}' '{dst}'" for src, dst in binds]
+    lines += ["mount -t tmpfs -o mode=1777 tmpfs /tmp",   # last: the binds' sources are under the suite's /tmp
+              f"exec {SSHD} -D -f /etc/ssh/sshd_config -E /etc/ssh/sshd.log"]
+    return "\n".join(lines)
+
+
+def _wait_listening(address: str, daemon: subprocess.Popen, d: Path) -> None:
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        if daemon.poll() is not None:
+            raise RuntimeError(f"sshd of {d.name} exited {daemon.returncode}: "
+                               f"{(d / 'namespace.log').read_text()}{_log(d)}")
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            if s.connect_ex((address, PORT)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"sshd of {d.name} not listening on {address}:{PORT} after {START_S} s{_log(d)}")
+
+
+def _log(d: Path) -> str:
+    log = d / "ssh" / "sshd.log"
+    return f"; sshd.log: {log.read_text()[-500:]}" if log.exists() else ""
+
+
+class _gone:
+    """Ignores a process that ended meanwhile (or a wait that timed out: its namespace is deleted next)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, *rest) -> bool:
+        return kind is not None and issubclass(kind, (ProcessLookupError, subprocess.TimeoutExpired))
