@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from pgpathbench.evidence.pooler import METRICS as POOLER_METRICS
 from pgpathbench.studies.fdw_overhead.statements import METRICS as REMOTE_METRICS
 
 from pgpathbench.errors import CaseError
@@ -62,10 +63,13 @@ def test_published_ratio_from_seed_000_means():
 def test_every_metric_a_measurement_carries_is_declared():
     measured = Measured(("pgbench",), 0, OUTPUT, "", wall_s=2.05, user_s=0.4, sys_s=0.3, peak_rss_kib=8192)
     log = parse_transaction_log(["0 0 1164 0 1700000000 5000 0", "0 1 failed 0 1700000000 9000 9"])
-    carried = {**parse_output(OUTPUT), **latency_figures(log), **process_figures(measured, "wall_ms")}
+    # -C (--connect each) adds the connections' average
+    carried = {**parse_output(OUTPUT + "average connection time = 2.500 ms\n"), **latency_figures(log),
+               **process_figures(measured, "wall_ms")}
     study = get("fdw-overhead")
     # run() adds "series" beside them (a list, not a metric); the FDW targets' evidence adds the remote figures
-    assert set(carried) | {m.name for m in REMOTE_METRICS} == set(study.metrics)
+    # ... and a pooler's counters (evidence/pooler.py) where a case crosses one
+    assert set(carried) | {m.name for m in (*REMOTE_METRICS, *POOLER_METRICS)} == set(study.metrics)
     for p in ("p50", "p90", "p95", "p99", "max"):
         m = study.metrics[f"latency_{p}_ms"]
         assert (m.unit, m.better) == ("ms", "lower") and "per-transaction log" in m.meaning

@@ -18,7 +18,10 @@ from ...stats import Summary, linear_fit, summarise
 from ...matrix import NOT_APPLICABLE
 from ...servers.fdw import FAMILY
 from ...tools.pgbench import PROTOCOLS
-from .spec import BASELINE, DEFAULT_PROTOCOL, HOP, REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
+from ...evidence.pooler import CLIENT_PREFIX, FDW_PREFIX
+from .pooled import EXCLUDED
+from .spec import BASELINE, DEFAULT_PROTOCOL, HOP, REMOTE_TARGETS, SCRIPT_PREFIX, SOURCE_ROLE, TARGET_LABEL, \
+    case_path, network_path
 
 PUBLISHED_NOTE = ("Published: seed 000's table (PostgreSQL 9.6.2, scale 100, 10 x 10 s, 1 client; "
                   "FDW_ext_ro from seed 001). Compare ratios, not absolute figures, across machines.")
@@ -35,12 +38,14 @@ class Key(NamedTuple):
     pg: str
     protocol: str = DEFAULT_PROTOCOL
     knobs: tuple[tuple[str, str], ...] = ()    # (fdw.NAME, value), '-' on local
+    hops: tuple[str, ...] = ()                  # the poolers on its path (servers/paths.py)
 
     @classmethod
     def of(cls, case: CaseResult) -> "Key":
+        path = case_path(case)
         return cls(case["workload"], case["target"], int(case["clients"]), case["latency"], case["pg"],
                    case["protocol"],
-                   tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))))
+                   tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))), path.hops if path else ())
 
     @property
     def workload_label(self) -> str:
@@ -51,7 +56,8 @@ class Key(NamedTuple):
     def knob_text(self) -> str:
         """'/prepared/fetch_size=1': the knobs that are not at their default, for labels."""
         return ((f"/{self.protocol}" if self.protocol != DEFAULT_PROTOCOL else "")
-                + "".join(f"/{FAMILY.knob_name(n)}={v}" for n, v in self.knobs if v != NOT_APPLICABLE))
+                + "".join(f"/{FAMILY.knob_name(n)}={v}" for n, v in self.knobs if v != NOT_APPLICABLE)
+                + "".join(f"/{h}" for h in self.hops))
 
     @property
     def bench(self) -> str:
@@ -62,7 +68,10 @@ class Key(NamedTuple):
 
     @property
     def path(self) -> NetworkPath | None:
-        return network_path(self.target, self.latency, self.pg)
+        base = network_path(self.target, self.latency, self.pg)
+        if not self.hops:
+            return base
+        return NetworkPath(self.pg, SOURCE_ROLE, base.latency if base else DIRECT, self.hops)
 
     def path_text(self, rtt: dict[str, float]) -> str:
         return "unix socket" if self.path is None else self.path.describe(rtt)
@@ -70,7 +79,7 @@ class Key(NamedTuple):
     def order(self) -> tuple:
         return (self.workload, int(self.pg), self.clients, list(TARGET_LABEL).index(self.target),
                 latency_ms(self.latency), PROTOCOLS.index(self.protocol),
-                tuple((n, int(v) if v.isdigit() else -1, v) for n, v in self.knobs))
+                tuple((n, int(v) if v.isdigit() else -1, v) for n, v in self.knobs), self.hops)
 
 
 Cases = list[tuple[Key, CaseResult]]
@@ -90,8 +99,29 @@ def tables(result: StudyResult) -> list[Table]:
            _ratio_table(cases, rtt)]
     if len({k.latency for k, _ in cases}) > 1:
         out.append(_rtt_cost_table(cases, result))
-    return out + [t for t in (_hop_table(rtt), _remote_table(cases), _retries_table(cases), _client_cost_table(cases))
-                  if t is not None]
+    return out + [t for t in (_hop_table(rtt), _pooler_table(cases), _remote_table(cases), _retries_table(cases),
+                              _client_cost_table(cases)) if t is not None]
+
+
+def _pooler_table(cases: Cases) -> Table | None:
+    """What each PgBouncer on a case's path did: its counters' deltas per measurement (medians)."""
+    rows = []
+    for k, c in cases:
+        for prefix, which in ((CLIENT_PREFIX, "pgbench's"), (FDW_PREFIX, "postgres_fdw's")):
+            if c.summary(prefix + "transactions") is None:
+                continue
+            rows.append([k.bench, which, *(c.median(prefix + m) for m in (
+                "transactions", "queries", "server_connections", "xacts_per_server_connection", "wait_ms",
+                "avg_xact_ms", "cl_waiting", "maxwait_ms"))])
+    if not rows:
+        return None
+    notes = ["PgBouncer's SHOW STATS (deltas over the measurement) and SHOW POOLS (after it), median over rounds: "
+             "the server connections it holds against the transactions it passed is how often it reused one."]
+    if any("-transaction" in h for k, _ in cases for h in k.hops):
+        notes.append(EXCLUDED)
+    return Table("PgBouncer per measurement (median)",
+                 ["Bench", "Pooler", "Transactions", "Queries", "Server connections", "Txns per server conn.",
+                  "Wait, ms", "Avg txn, ms", "Clients waiting", "Max wait, ms"], rows, notes, align_left=2)
 
 
 def _hop_table(rtt: dict[str, float]) -> Table | None:
@@ -168,7 +198,7 @@ def _aggregate_table(title: str, metric: str, cases: Cases, rtt: dict[str, float
         s = c.summary(metric)
         if s is None:
             continue
-        ref = published.get((k.workload, k.target, k.clients)) if k.latency == DIRECT else None
+        ref = published.get((k.workload, k.target, k.clients)) if k.latency == DIRECT and not k.hops else None
         rows.append([k.bench, k.workload_label, TARGET_LABEL[k.target], k.clients, k.pg, k.path_text(rtt),
                      s.max, s.min, s.mean, s.median, s.ci_text, s.n, ref.mean if ref else None])
     return Table(title, ["Bench", "Type", "Target", "Clients", "PG", PATH_COLUMN, "Max", "Min", "Mean", "Median",
