@@ -121,6 +121,10 @@ PARAMETER_CASES = [
     ([*SAMPLING, "--via", "pgbouncer"], "--via"),
     ([*TPCH, "--via", "pgbouncer"], "--via"),
     ([*TPCH, "--pool-mode", "transaction"], "--pool-mode"),
+    ([*FDW, "--via", "pgbouncer", "--set", "work_mem=1MB,4MB"], "--set work_mem: not with --via pgbouncer"),
+    ([*INTERFACES, "--pool-mode", "session"], "--pool-mode: sets the pool mode of a PgBouncer"),
+    ([*INTERFACES, "--via", "pgbouncer", "--set", "work_mem=1MB"], "--set work_mem: not with --via pgbouncer"),
+    ([*INTERFACES, "--via", "pgbouncer", "--server", f"local={DSN}"], "--via pgbouncer: a pooler in front"),
     ([*FDW, "--workload", "r\udcffo"], "--workload"),                     # not UTF-8
     ([*SAMPLING, "--rows", "0"], "--rows"),
     ([*SAMPLING, "--rows", "99999999999M"], "--rows"),

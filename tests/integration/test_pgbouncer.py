@@ -35,7 +35,7 @@ def pooler_leftovers(root: Path, run_id: str) -> list[str]:
     """PgBouncer processes, files and socket directories a run of this workspace left."""
     servers = root / "servers" / run_id
     found = [f"{pid}: {cmd}" for pid, cmd in cmdlines().items() if "pgbouncer" in cmd and str(root) in cmd]
-    for name in ("pg15_source_pgbouncer", "pg15_external_pgbouncer"):
+    for name in ("pg15_source_pgbouncer", "pg15_external_pgbouncer", "pg15_local_pgbouncer"):
         found += [str(p) for p in (servers / name, socket_dir(servers / name)) if p.exists()]
     return found
 
@@ -90,7 +90,7 @@ def test_hops_in_path_ids_and_the_report(pooled_run):
     assert "pg15_source_0ms_fdw-pgbouncer-transaction+fdw_scan" in probed  # the FDW hop through it
     md = pgpathbench("report", "latest", "--format", "markdown", workspace=root)
     assert md.returncode == 0, md.stderr
-    assert "PgBouncer per measurement" in md.stdout and "--protocol prepared under --pool-mode transaction" in md.stdout
+    assert "PgBouncer per measurement" in md.stdout and "transaction pooling" in md.stdout
     assert "RO.local/pgbouncer-transaction" in md.stdout
 
 
@@ -123,3 +123,30 @@ def test_sigkill_then_clean_then_resume(workspace_root):
     assert {m["case_id"] for m in ms} == {"ro:local:1:0ms:15:simple", "ro:local:1:0ms:15:simple:pgbouncer:transaction"}
     assert len(ms) == 2 * ROUNDS and all(m["ok"] for m in ms)
     assert pooler_leftovers(workspace_root, run_id) == [] and our_processes(workspace_root) == []
+
+
+def test_interfaces_through_the_pooler(workspace_root):
+    """libpq and psycopg through PgBouncer over its unix socket and TCP, at the quick preset's tiny size:
+    the clients' checksums agree with psql's (measure() checks), the pooler passed their queries over one
+    server connection, and psycopg is not run in transaction mode (it prepares repeated queries)."""
+    res = pgpathbench("run", "interfaces", "--preset", "quick", "--repeat", "1", "--interface", "libpq,psycopg",
+                      "--method", "normal", "--transport", "unix,tcp", "--sqlstrat", "sql001:once",
+                      "--via", "direct,pgbouncer", "--pool-mode", "session,transaction", workspace=workspace_root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = report_json(workspace_root)
+    ms = rep["measurements"]
+    assert all(m["ok"] for m in ms), [m["error"] for m in ms if not m["ok"]]
+    base = "normal:-:{t}:sql001:once:p-all:file:0ms:15"
+    expected = {f"{i}:{base.format(t=t)}{hop}" for i in ("libpq", "psycopg") for t in ("unix", "tcp")
+                for hop in ("", ":pgbouncer:session")} | \
+        {f"libpq:{base.format(t=t)}:pgbouncer:transaction" for t in ("unix", "tcp")}
+    assert {m["case_id"] for m in ms} == expected
+    for m in ms:
+        mt, pooled = m["metrics"], m["dims"]["via"] == "pgbouncer"
+        assert mt["checksum"] == ms[0]["metrics"]["checksum"] and mt["rows"] == ms[0]["metrics"]["rows"]
+        if not pooled:
+            assert "pooler_transactions" not in mt and m["path"] in (None, "pg15_local_0ms")
+            continue
+        assert m["path"] == f"pg15_local_0ms_pgbouncer-{m['dims']['pool_mode']}"
+        assert mt["pooler_queries"] >= mt["iterations"] == 20 and mt["pooler_server_connections"] == 1
+    assert pooler_leftovers(workspace_root, rep["run"]["run_id"]) == [] and our_processes(workspace_root) == []

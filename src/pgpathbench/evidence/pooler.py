@@ -41,8 +41,8 @@ def _metrics(prefix: str, where: str) -> tuple[Metric, ...]:
 
 
 CLIENT_PREFIX, FDW_PREFIX = "pooler_", "fdw_pooler_"
-METRICS = (*_metrics(CLIENT_PREFIX, "the client's PgBouncer"),
-           *_metrics(FDW_PREFIX, "the PgBouncer in front of the FDW hop's source"))
+CLIENT_METRICS = _metrics(CLIENT_PREFIX, "the client's PgBouncer")
+METRICS = (*CLIENT_METRICS, *_metrics(FDW_PREFIX, "the PgBouncer in front of the FDW hop's source"))
 
 
 def plain(counters: Mapping) -> dict:
@@ -73,3 +73,20 @@ def figures(rec: Mapping, prefix: str) -> dict:
     if queries:
         out["avg_query_ms"] = d["total_query_time"] / queries / 1000
     return {prefix + k: v for k, v in out.items()}
+
+
+def snapshot(poolers: Mapping[str, tuple]) -> dict:
+    """The counters of each pooler a case crosses ({prefix: (Pooler, alias)}), before its measurement."""
+    return {prefix: pooler.counters(alias) for prefix, (pooler, alias) in poolers.items()}
+
+
+def collect(poolers: Mapping[str, tuple], before: Mapping, evidence: dict) -> dict:
+    """The deltas since snapshot(), kept in the evidence ("pgbouncer", by prefix) and as metrics."""
+    out, kept = {}, {}
+    for prefix, (pooler, alias) in poolers.items():
+        rec = record(before.get(prefix, {}), pooler.counters(alias))
+        kept[prefix.rstrip("_")] = {"pooler": pooler.name, "database": alias, **rec}
+        out.update(figures(rec, prefix))
+    if kept:
+        evidence["pgbouncer"] = kept
+    return out

@@ -32,6 +32,7 @@ import psycopg
 
 from ..errors import ServerRefused, UserError
 from ..procs import OsUser, cmdline, end_process, password_env, pid_alive
+from . import guc
 from .cluster import SUPERUSER, Cluster, _pgpass_escape, _write_private, free_port, socket_dir
 
 POOL_MODES = ("session", "transaction")
@@ -39,9 +40,10 @@ PID_FILE = "pgbouncer.pid"
 START_TIMEOUT_S = 20
 STOP_STEPS = ((signal.SIGTERM, 10), (signal.SIGKILL, 10))   # SIGTERM: 1.18's immediate shutdown
 ADMIN_DB = "pgbouncer"
-# What clients send that PgBouncer 1.18 does not track: pgJDBC's extra_float_digits (its default, 3,
-# is the server's default from 12 on). `options` is not ignored: --set's sessions must not silently lose it.
-IGNORED_STARTUP = "extra_float_digits"
+# What clients send that PgBouncer 1.18 refuses to take: pgJDBC's extra_float_digits (its default, 3, is the
+# server's default from 12 on), and libpq's PGOPTIONS (`options`), lost on the way: a study that needs a
+# session setting through a pooler sets it on its database instead, and --set is refused with a pooler.
+IGNORED_STARTUP = "extra_float_digits,options"
 
 
 def binary() -> str | None:
@@ -52,6 +54,14 @@ def require(option: str) -> None:
     if binary() is None:
         raise UserError(f"{option} pgbouncer: needs PgBouncer (Debian's pgbouncer package); run make bootstrap "
                         "or apt-get install pgbouncer")
+
+
+def refuse_session_settings(options, option: str) -> None:
+    """--set with a pooler: its session settings travel as startup options, which PgBouncer drops."""
+    named = sorted(guc.chosen(options))
+    if named:
+        raise UserError(f"--set {named[0]}: not with {option} pgbouncer, which drops the session "
+                        f"settings a client sends at connection; leave --set or {option} pgbouncer out")
 
 
 def version() -> str:

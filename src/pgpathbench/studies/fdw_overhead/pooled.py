@@ -19,6 +19,7 @@ import psycopg
 from ...errors import UserError
 from ...evidence import pooler as pooler_evidence
 from ...matrix import NOT_APPLICABLE, StudyOptions
+from ...servers import pgbouncer
 from ...servers.network import time_statement
 from ...servers.paths import DIRECT
 from ..base import user_roles
@@ -49,6 +50,8 @@ def check(options: StudyOptions, given: set[str]) -> None:
         raise UserError("--fdw-via pgbouncer: no --target has an FDW hop on the direct path (local reads its "
                         "table itself; the pooler is not put behind an emulated link); add fdw_local, or "
                         "fdw_external with --latency 0")
+    if POOLER in via or POOLER in fdw_via:
+        pgbouncer.refuse_session_settings(options, "--via" if POOLER in via else "--fdw-via")
     served = sorted(user_roles(options))
     if (POOLER in via or POOLER in fdw_via) and served:
         raise UserError(f"--via/--fdw-via pgbouncer: a pooler in front of your server (--server {served[0]}=...) "
@@ -97,19 +100,12 @@ def poolers_of(env, case) -> dict[str, tuple]:
 
 def before(env, case) -> None:
     """The counters of the case's poolers, read before its measurement (untimed)."""
-    env.state.pooler_counters = {prefix: p.counters(alias) for prefix, (p, alias) in poolers_of(env, case).items()}
+    env.state.pooler_counters = pooler_evidence.snapshot(poolers_of(env, case))
 
 
 def after(env, case, evidence: dict) -> dict:
     """The deltas since before(), kept in the evidence ("pgbouncer") and as metrics."""
-    out, kept = {}, {}
-    for prefix, (p, alias) in poolers_of(env, case).items():
-        rec = pooler_evidence.record(env.state.pooler_counters.get(prefix, {}), p.counters(alias))
-        kept[prefix.rstrip("_")] = {"pooler": p.name, "database": alias, **rec}
-        out.update(pooler_evidence.figures(rec, prefix))
-    if kept:
-        evidence["pgbouncer"] = kept
-    return out
+    return pooler_evidence.collect(poolers_of(env, case), env.state.pooler_counters, evidence)
 
 
 def target_key(case) -> tuple[str, str, str]:

@@ -18,8 +18,6 @@ from ...stats import Summary, linear_fit, summarise
 from ...matrix import NOT_APPLICABLE
 from ...servers.fdw import FAMILY
 from ...tools.pgbench import PROTOCOLS
-from ...evidence.pooler import CLIENT_PREFIX, FDW_PREFIX
-from .pooled import EXCLUDED
 from .spec import BASELINE, DEFAULT_PROTOCOL, HOP, REMOTE_TARGETS, SCRIPT_PREFIX, SOURCE_ROLE, TARGET_LABEL, \
     case_path, network_path
 
@@ -99,29 +97,8 @@ def tables(result: StudyResult) -> list[Table]:
            _ratio_table(cases, rtt)]
     if len({k.latency for k, _ in cases}) > 1:
         out.append(_rtt_cost_table(cases, result))
-    return out + [t for t in (_hop_table(rtt), _pooler_table(cases), _remote_table(cases), _retries_table(cases),
-                              _client_cost_table(cases)) if t is not None]
-
-
-def _pooler_table(cases: Cases) -> Table | None:
-    """What each PgBouncer on a case's path did: its counters' deltas per measurement (medians)."""
-    rows = []
-    for k, c in cases:
-        for prefix, which in ((CLIENT_PREFIX, "pgbench's"), (FDW_PREFIX, "postgres_fdw's")):
-            if c.summary(prefix + "transactions") is None:
-                continue
-            rows.append([k.bench, which, *(c.median(prefix + m) for m in (
-                "transactions", "queries", "server_connections", "xacts_per_server_connection", "wait_ms",
-                "avg_xact_ms", "cl_waiting", "maxwait_ms"))])
-    if not rows:
-        return None
-    notes = ["PgBouncer's SHOW STATS (deltas over the measurement) and SHOW POOLS (after it), median over rounds: "
-             "the server connections it holds against the transactions it passed is how often it reused one."]
-    if any("-transaction" in h for k, _ in cases for h in k.hops):
-        notes.append(EXCLUDED)
-    return Table("PgBouncer per measurement (median)",
-                 ["Bench", "Pooler", "Transactions", "Queries", "Server connections", "Txns per server conn.",
-                  "Wait, ms", "Avg txn, ms", "Clients waiting", "Max wait, ms"], rows, notes, align_left=2)
+    return out + [t for t in (_hop_table(rtt), _remote_table(cases), _retries_table(cases), _client_cost_table(cases))
+                  if t is not None]
 
 
 def _hop_table(rtt: dict[str, float]) -> Table | None:
