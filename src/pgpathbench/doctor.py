@@ -11,7 +11,7 @@ import psycopg
 
 from .clientenv import user_conninfo
 from .errors import UserError
-from .servers import binaries, citus, user_checks
+from .servers import binaries, citus, pgbouncer, user_checks
 from .servers.user import UserDsn
 from .servers.host_facts import FACTS_SCRIPT, HostFacts
 from .servers.hosts import Connection, Hosts
@@ -67,6 +67,9 @@ def checks(workspace: str | None, server_user: str | None, pg_bindir: str | None
             add("--results-dsn", True, "reachable")
         except psycopg.Error as e:
             add("--results-dsn", False, str(e).strip().splitlines()[-1])
+    found = pgbouncer.binary()
+    add("pgbouncer", found is not None, f"{found} ({pgbouncer.version()})" if found else
+        "--via/--fdw-via pgbouncer need it: make bootstrap installs Debian's pgbouncer", required=False)
     for kind, status in available_link_kinds().items():
         add(f"link: {kind}", status.startswith("ok"), status, required=False)
     for name, good, detail, required in user_checks.doctor_rows(user_dsns or {}):

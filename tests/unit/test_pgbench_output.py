@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from pgpathbench.evidence.pooler import METRICS as POOLER_METRICS
 from pgpathbench.studies.fdw_overhead.statements import METRICS as REMOTE_METRICS
 
 from pgpathbench.errors import CaseError
@@ -64,11 +65,14 @@ def test_every_metric_a_measurement_carries_is_declared():
     log = parse_transaction_log(["0 0 1164 0 1700000000 5000 0", "0 1 failed 0 1700000000 9000 9"])
     rate_log = parse_transaction_log(["0 1 5114 0 1795831724 62267 27 0", "0 2 skipped 0 1795831724 62294 0 0"],
                                      lag=True)
-    carried = {**parse_output(OUTPUT), **latency_figures(log), **process_figures(measured, "wall_ms"),
-               **parse_output(RATE_OUTPUT), **latency_figures(rate_log), "rate_offered_tps": 20000}
+    # -C (--connect each) adds the connections' average
+    carried = {**parse_output(OUTPUT + "average connection time = 2.500 ms\n"), **latency_figures(log),
+               **process_figures(measured, "wall_ms"), **parse_output(RATE_OUTPUT), **latency_figures(rate_log),
+               "rate_offered_tps": 20000}
     study = get("fdw-overhead")
     # run() adds "series" beside them (a list, not a metric); the FDW targets' evidence adds the remote figures
-    assert set(carried) | {m.name for m in REMOTE_METRICS} == set(study.metrics)
+    # ... and a pooler's counters (evidence/pooler.py) where a case crosses one
+    assert set(carried) | {m.name for m in (*REMOTE_METRICS, *POOLER_METRICS)} == set(study.metrics)
     for p in ("p50", "p90", "p95", "p99", "max"):
         m = study.metrics[f"latency_{p}_ms"]
         assert (m.unit, m.better) == ("ms", "lower") and "per-transaction log" in m.meaning

@@ -49,7 +49,8 @@ def test_fdw_overhead_before_latency_majors_protocol_and_rate():
     result = RunResult.from_rows(run, [], [measurement("fdw-overhead", "ro:fdw_external:1", dims, path="source_0ms")],
                                  [probe])
     (case,) = result.cases
-    assert case.dims == {**dims, "latency": "0ms", "pg": "15", "protocol": "simple", "rate": "max"}
+    assert case.dims == {**dims, "latency": "0ms", "pg": "15", "protocol": "simple", "rate": "max", "via": "direct",
+                         "pool_mode": "-", "fdw_via": "direct"}
     assert case.case_id == "ro:fdw_external:1" and case.stored_dims == dims           # ids as stored
     assert result.rtt() == {"pg15_source_0ms": 0.05} and case.measurements[0].path == "pg15_source_0ms"
     assert list(result.environment.last.paths) == ["pg15_source_0ms"]

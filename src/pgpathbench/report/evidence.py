@@ -177,8 +177,35 @@ def server_table(result: StudyResult) -> Table | None:
                   "give are listed in the export's evidence.missing."], align_left=2, detail=(4, 5, 6, 7))
 
 
+POOLERS = (("pooler_", "client's"), ("fdw_pooler_", "FDW hop's"))   # evidence/pooler.py's metric prefixes
+POOLER_FIGURES = ("transactions", "queries", "server_connections", "xacts_per_server_connection", "wait_ms",
+                  "avg_xact_ms", "cl_waiting", "maxwait_ms")
+SESSION_EXCLUDED = ("Not measured under transaction pooling, as they need a session (PgBouncer 1.18 keeps no prepared "
+                    "statement across transactions): fdw-overhead's --protocol prepared; interfaces' jdbc and "
+                    "psycopg, which prepare a repeated query on the server.")
+
+
+def pooler_table(result: StudyResult) -> Table | None:
+    """What each PgBouncer on a case's path did (evidence/pooler.py's figures), median over rounds."""
+    rows, transaction = [], False
+    for c in result.cases:
+        for prefix, which in POOLERS:
+            if c.ok and c.summary(prefix + "transactions") is not None:
+                rows.append([c.case_id, which, *(c.median(prefix + f) for f in POOLER_FIGURES)])
+                transaction |= c.dims.get("pool_mode") == "transaction"
+    if not rows:
+        return None
+    notes = ["PgBouncer's SHOW STATS (deltas over the measurement) and SHOW POOLS (after it), median over rounds: "
+             "the server connections it holds against the transactions it passed is how often it reused one."]
+    return Table("PgBouncer per measurement (median)",
+                 ["case", "pooler", "transactions", "queries", "server connections", "txns per server conn.",
+                  "wait, ms", "avg txn, ms", "clients waiting", "max wait, ms"], rows,
+                 notes + ([SESSION_EXCLUDED] if transaction else []), align_left=2)
+
+
 def tables(result: StudyResult) -> list[Table]:
-    return [t for t in (latency_table(result), time_table(result), server_table(result)) if t is not None]
+    return [t for t in (latency_table(result), time_table(result), server_table(result), pooler_table(result))
+            if t is not None]
 
 
 # -- plots ----------------------------------------------------------------------------------------

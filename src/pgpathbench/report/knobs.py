@@ -32,9 +32,9 @@ def _groups(result: StudyResult, knob: str, study) -> dict[str, list[CaseResult]
             # the stored dims lost their order (jsonb): the study's declared one, then the open-ended knobs
             others = sorted((k for k in c.dims if k != knob),
                             key=lambda k: (declared.index(k) if k in declared else len(declared), k))
-            # as case ids: a dimension at its quiet value (stored runs did not have it) stays out
+            # a dimension at its quiet value (a hop's `direct`) is left out, as case ids leave it out
             label = ":".join(c.dims[k] for k in others
-                             if k not in declared or c.dims[k] != study.dimensions[k].quiet)
+                             if k not in study.dimensions or c.dims[k] != study.dimensions[k].quiet)
             groups.setdefault(label, []).append(c)
     return {g: cs for g, cs in groups.items() if len(cs) > 1}
 

@@ -26,6 +26,7 @@ from .netns import create_netns, remove_netns_links
 from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt
 from .ledger import Ledger
 from .paths import NetworkPath
+from .pgbouncer import Pooler, stop_recorded as stop_recorded_pooler
 from .user import UserDsn, UserServer
 
 Server = Cluster | UserServer   # what a study's role is: a managed server or the user's (--server ROLE=DSN)
@@ -48,6 +49,7 @@ class Servers:
         self.bins = bins
         self.keep = keep
         self.clusters: dict[str, Cluster] = {}
+        self.poolers: dict[str, Pooler] = {}      # name -> a PgBouncer in front of a cluster of ours
         self.links: dict[str, tuple[Link, str, Path]] = {}   # name -> (link, conninfo through it, passfile)
         self._proxy: ToxiproxyServer | None = None
         self.run_tag = run_id.rsplit("-", 1)[-1][:4]
@@ -89,6 +91,13 @@ class Servers:
             self.clusters[name] = c
             c.start()
         return self.clusters[name]
+
+    def pooler(self, name: str, cluster: Cluster) -> Pooler:
+        """A started PgBouncer named `name` in front of `cluster` (made fresh on first request), in
+        its own directory of the run's: `clean` stops it by its pid file there if the run is killed."""
+        if name not in self.poolers:
+            self.poolers[name] = Pooler(name, self.root / name, self.workspace.server_user, cluster).start()
+        return self.poolers[name]
 
     def _namespace(self, name: str, bandwidth_kbit: int | None) -> dict | None:
         kind = available_link_kinds()["netns"]
@@ -134,7 +143,8 @@ class Servers:
 
     def fingerprint(self) -> dict:
         managed = {name: c.fingerprint() for name, c in self.clusters.items() if c.running}
-        return {**managed, **{f"user_{role}": u.fingerprint() for role, u in self.user_servers.items()}}
+        poolers = {name: p.fingerprint() for name, p in self.poolers.items() if p.running}
+        return {**managed, **poolers, **{f"user_{role}": u.fingerprint() for role, u in self.user_servers.items()}}
 
     def link_fingerprint(self) -> dict:
         return {name: link.describe() for name, (link, *_) in self.links.items()}
@@ -145,7 +155,8 @@ class Servers:
         postmaster closes its sockets, which fails the client, before it can be reaped)."""
         deadline = time.monotonic() + wait_s
         while True:
-            found = [f"{name} ({c.exit_reason()})" for name, c in self.clusters.items() if c.exit_reason()]
+            found = [f"{name} ({c.exit_reason()})" for name, c in (*self.clusters.items(), *self.poolers.items())
+                     if c.exit_reason()]
             if found or time.monotonic() >= deadline:
                 return found
             time.sleep(0.02)
@@ -172,6 +183,9 @@ class Servers:
                 said.append(free_crashed(data, self.workspace))
             shutil.rmtree(socket_dir(data.parent), ignore_errors=True)
         said += filter(None, [stop_recorded_proxy(self.root / PROXY_PID_FILE)])
+        for config in sorted(self.root.glob("*/pgbouncer.ini")):   # a pooler's (its pid file goes when it stops)
+            said += filter(None, [stop_recorded_pooler(config.parent)])
+            shutil.rmtree(socket_dir(config.parent), ignore_errors=True)
         said += remove_netns_links(self.netns_state, owner=self.run_id)
         for role, dsn in self.user_dsns.items():   # what this run made on the user's servers
             said += self.ledger.drop(self.run_id, role, dsn.connect)
@@ -211,6 +225,8 @@ class Servers:
                          "'pgpathbench clean' drops them once it can connect")
 
     def _close_clusters(self) -> None:
+        for p in self.poolers.values():   # before the servers they pool
+            p.remove()
         for c in reversed(list(self.clusters.values())):
             if self.keep:
                 c.stop()
@@ -298,6 +314,10 @@ class ServerScope:
     def clusters(self) -> list[Cluster]:
         """The managed servers of this major started so far, in start order."""
         return [c for name, c in self.servers.clusters.items() if name.startswith(self.prefix)]
+
+    def pooler(self, cluster: Cluster) -> Pooler:
+        """The PgBouncer in front of `cluster` (a cluster of this major): one per cluster, every pool mode."""
+        return self.servers.pooler(f"{cluster.name}_pgbouncer", cluster)
 
     def link(self, name: str, cluster: Cluster, latency_ms: int = 0, bandwidth_kbit: int | None = None) -> Link:
         return self.servers.link(self.prefix + name, cluster, latency_ms, bandwidth_kbit)

@@ -39,13 +39,16 @@ class Figure:
 
 FIGURES = (
     Figure(Metric("tps", "tx/s", "higher", "successful transactions per second, the initial connections' time "
-                  "excluded"), r"tps = ([\d.]+) \(without initial connection time\)"),
+                  "excluded; with -C (connect per transaction) every connection's time included"),
+           r"tps = ([\d.]+) \((?:without initial connection time|including reconnection times)\)"),
     Figure(Metric("latency_ms", "ms", "lower", "average latency of a successful transaction, its retries "
                   "included (measured per transaction: -P is given)"), r"latency average = ([\d.]+) ms"),
     Figure(Metric("latency_stddev_ms", "ms", "lower", "standard deviation of that latency"),
            r"latency stddev = ([\d.]+) ms"),
     Figure(Metric("initial_connection_ms", "ms", "lower", "time pgbench took to open its clients' connections "
                   "before the first transaction"), r"initial connection time = ([\d.]+) ms"),
+    Figure(Metric("connection_ms", "ms", "lower", "with -C (a new connection per transaction): the average time "
+                  "a connection took to open"), r"average connection time = ([\d.]+) ms"),
     Figure(Metric("transactions", "tx", "higher", "'cnt': successful transactions, successfully retried ones "
                   "included, failed ones not"), r"number of transactions actually processed: (\d+)"),
     Figure(Metric("failures", "tx", "lower", "'failed': transactions that still met a serialization or deadlock "
@@ -98,6 +101,7 @@ class TimedRun:
     transactions: int | None = None   # -t per client instead of -T (an untimed pass: duration_s bounds it)
     rate: float | None = None  # -R: the offered transactions per second (open loop); None: closed loop
     latency_limit_ms: float | None = None   # --latency-limit (with rate): later transactions skipped, counted
+    connect_each: bool = False   # -C: a new connection per transaction (where a pooler matters most)
 
     @property
     def timeout_s(self) -> int:
@@ -109,7 +113,8 @@ class TimedRun:
         transaction's latency (its average and stddev)."""
         workload = [a for path, weight in self.scripts for a in ("-f", f"{path}@{weight}")] or \
             (["-S"] if self.select_only else [])
-        return [str(pgbench), "-n", *workload, "-M", self.protocol, "-c", str(self.clients),
+        return [str(pgbench), "-n", *workload, *(["-C"] if self.connect_each else []), "-M", self.protocol,
+                "-c", str(self.clients),
                 *(["-j", str(self.threads)] if self.threads > 1 else []),
                 *(["-t", str(self.transactions)] if self.transactions else ["-T", str(self.duration_s)]),
                 *(["-R", f"{self.rate:g}"] if self.rate else []),

@@ -18,7 +18,8 @@ from ...stats import Summary, linear_fit, summarise
 from ...matrix import NOT_APPLICABLE
 from ...servers.fdw import FAMILY
 from ...tools.pgbench import PROTOCOLS
-from .spec import BASELINE, CLOSED_LOOP, DEFAULT_PROTOCOL, HOP, REMOTE_TARGETS, SCRIPT_PREFIX, TARGET_LABEL, network_path
+from .spec import BASELINE, CLOSED_LOOP, DEFAULT_PROTOCOL, HOP, REMOTE_TARGETS, SCRIPT_PREFIX, SOURCE_ROLE, \
+    TARGET_LABEL, case_path, network_path
 
 PUBLISHED_NOTE = ("Published: seed 000's table (PostgreSQL 9.6.2, scale 100, 10 x 10 s, 1 client; "
                   "FDW_ext_ro from seed 001). Compare ratios, not absolute figures, across machines.")
@@ -36,12 +37,15 @@ class Key(NamedTuple):
     protocol: str = DEFAULT_PROTOCOL
     knobs: tuple[tuple[str, str], ...] = ()    # (fdw.NAME, value), '-' on local
     rate: str = CLOSED_LOOP                    # pgbench -R (roof.py); max: the closed loop
+    hops: tuple[str, ...] = ()                  # the poolers on its path (servers/paths.py)
 
     @classmethod
     def of(cls, case: CaseResult) -> "Key":
+        path = case_path(case)
         return cls(case["workload"], case["target"], int(case["clients"]), case["latency"], case["pg"],
                    case["protocol"],
-                   tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))), case.get("rate", CLOSED_LOOP))
+                   tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))), case.get("rate", CLOSED_LOOP),
+                   path.hops if path else ())
 
     @property
     def workload_label(self) -> str:
@@ -52,7 +56,8 @@ class Key(NamedTuple):
     def knob_text(self) -> str:
         """'/prepared/fetch_size=1': the knobs that are not at their default, for labels."""
         return ((f"/{self.protocol}" if self.protocol != DEFAULT_PROTOCOL else "")
-                + "".join(f"/{FAMILY.knob_name(n)}={v}" for n, v in self.knobs if v != NOT_APPLICABLE))
+                + "".join(f"/{FAMILY.knob_name(n)}={v}" for n, v in self.knobs if v != NOT_APPLICABLE)
+                + "".join(f"/{h}" for h in self.hops))
 
     @property
     def bench(self) -> str:
@@ -64,7 +69,10 @@ class Key(NamedTuple):
 
     @property
     def path(self) -> NetworkPath | None:
-        return network_path(self.target, self.latency, self.pg)
+        base = network_path(self.target, self.latency, self.pg)
+        if not self.hops:
+            return base
+        return NetworkPath(self.pg, SOURCE_ROLE, base.latency if base else DIRECT, self.hops)
 
     def path_text(self, rtt: dict[str, float]) -> str:
         return "unix socket" if self.path is None else self.path.describe(rtt)
@@ -73,7 +81,8 @@ class Key(NamedTuple):
         return (self.workload, int(self.pg), self.clients, list(TARGET_LABEL).index(self.target),
                 latency_ms(self.latency), PROTOCOLS.index(self.protocol),
                 tuple((n, int(v) if v.isdigit() else -1, v) for n, v in self.knobs),
-                self.rate != CLOSED_LOOP, float(self.rate.removesuffix("x")) if self.rate != CLOSED_LOOP else 0.0)
+                self.rate != CLOSED_LOOP, float(self.rate.removesuffix("x")) if self.rate != CLOSED_LOOP else 0.0,
+                self.hops)
 
 
 Cases = list[tuple[Key, CaseResult]]
@@ -171,7 +180,7 @@ def _aggregate_table(title: str, metric: str, cases: Cases, rtt: dict[str, float
         s = c.summary(metric)
         if s is None:
             continue
-        ref = published.get((k.workload, k.target, k.clients)) if k.latency == DIRECT else None
+        ref = published.get((k.workload, k.target, k.clients)) if k.latency == DIRECT and not k.hops else None
         rows.append([k.bench, k.workload_label, TARGET_LABEL[k.target], k.clients, k.pg, k.path_text(rtt),
                      s.max, s.min, s.mean, s.median, s.ci_text, s.n, ref.mean if ref else None])
     return Table(title, ["Bench", "Type", "Target", "Clients", "PG", PATH_COLUMN, "Max", "Min", "Mean", "Median",

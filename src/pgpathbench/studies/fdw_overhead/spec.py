@@ -13,12 +13,14 @@ import re
 from pathlib import Path
 
 from ... import files, validate
-from ...matrix import Dimension, Parameter, Preset, positive_int
+from ...matrix import NOT_APPLICABLE, Dimension, Parameter, Preset, positive_int
+from ...evidence import pooler as pooler_evidence
 from ...metrics import Metric, catalogue
 from ...results import upgrade
 from ...results.baseline import Baseline
 from ...servers import fdw
-from ...servers.paths import DIRECT, NetworkPath
+from ...servers.paths import DIRECT, NetworkPath, pooler_hop
+from ...servers.pgbouncer import POOL_MODES
 from ...tools import pgbench
 from ...servers.copy_tables import table_names
 from . import statements
@@ -102,6 +104,15 @@ def script_workload(given: list[dict]) -> str:
     return SCRIPT_PREFIX + "+".join(s["name"] for s in given)
 
 
+CONNECT = {"once": "each pgbench client connects once", "each": "a new connection per transaction (pgbench -C)"}
+
+
+def connect(v: str) -> str:
+    if v not in CONNECT:
+        raise ValueError(f"unknown value '{v}'; choose from {','.join(CONNECT)}")
+    return v
+
+
 def protocol(v: str) -> str:
     if v not in pgbench.PROTOCOLS:
         raise ValueError(f"unknown protocol '{v}'; choose from {','.join(pgbench.PROTOCOLS)}")
@@ -152,13 +163,26 @@ DIMENSIONS = {
     "rate": Dimension("rate", "pgbench -R: offered transactions per second, open loop (800; 0.6x: a share of "
                       "the path's closed-loop TPS, measured once per run; auto: 0.2x to 1.2x); max: the closed "
                       "loop. The report finds each path's knee", parse=rate, quiet=CLOSED_LOOP),
+    # The hops (servers/pgbouncer.py): `direct` is quiet, so cases without a pooler keep their ids.
+    "via": Dimension("via", "what pgbench connects through to the target's server: direct, or a managed PgBouncer "
+                     "in front of it (over the same unix socket, with the same trust)", ("direct", "pgbouncer"),
+                     knob=True, quiet="direct"),
+    "pool_mode": Dimension("pool_mode", "PgBouncer's pool_mode for --via/--fdw-via pgbouncer (cases without a "
+                           "pooler: '-'); transaction mode excludes --protocol prepared (PgBouncer 1.18 keeps no "
+                           "prepared statement across transactions)", POOL_MODES, knob=True, quiet=NOT_APPLICABLE),
+    "fdw_via": Dimension("fdw_via", "what the foreign server reaches the source through: direct, or a managed "
+                         "PgBouncer in front of the source (bounding postgres_fdw's connections; FDW targets over "
+                         "the direct path only)", ("direct", "pgbouncer"), knob=True, quiet="direct"),
 }
+POOLER = "pgbouncer"
 PARAMETERS = {
     "scale": Parameter("scale", "pgbench scale factor of the source (100 = 10M accounts)", count("scale", 1)),
     "duration": Parameter("duration", "seconds per measurement (pgbench -T)", whole_seconds),
     "max_tries": Parameter("max_tries", "pgbench --max-tries for serialization failures", count("tries", 1), 10),
     "isolation": Parameter("isolation", "default_transaction_isolation on every database", isolation,
                            "repeatable-read"),
+    "connect": Parameter("connect", "once: each pgbench client connects once; each: a new connection per "
+                         "transaction (pgbench -C), where a pooler matters most", connect, "once", knob=True),
     "bandwidth": BANDWIDTH,
     "evidence": EVIDENCE,
     "until_ci": UNTIL_CI,
@@ -187,23 +211,34 @@ PRESETS = {
     "paper": Preset("paper", "the seeds: scale 100, 10 rounds x 10 s", 10, {"scale": 100, "duration": 10}),
 }
 DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
-                "latency": (DIRECT,), "pg": ("15",), "protocol": ("simple",), "rate": (CLOSED_LOOP,)}
+                "latency": (DIRECT,), "pg": ("15",), "protocol": ("simple",), "rate": (CLOSED_LOOP,),
+                "via": ("direct",), "pool_mode": ("session",), "fdw_via": ("direct",)}
 
 RATE_OFFERED = Metric("rate_offered_tps", "tx/s", "none", "pgbench -R: the transactions per second offered "
                       "(open loop); for a share (0.6x), that share of the path's closed-loop TPS measured for the run")
-METRICS = catalogue(*pgbench.METRICS, *statements.METRICS, RATE_OFFERED)
+METRICS = catalogue(*pgbench.METRICS, *statements.METRICS, RATE_OFFERED, *pooler_evidence.METRICS)
 PRIMARY_METRIC = "tps"
 # The seeds' question is the overhead: TPS of local over TPS through each FDW target, for the same
 # workload, clients, major and protocol; local crosses no link and has no postgres_fdw option.
-BASELINE = Baseline("target", "local", free=("latency", fdw.FAMILY.prefix + "."), inverse=True)
+BASELINE = Baseline("target", "local", free=("latency", "fdw_via", fdw.FAMILY.prefix + "."), inverse=True)
 
 
-def network_path(target: str, latency: str, pg: str) -> NetworkPath | None:
-    """The path to the source a target's queries cross: none for local (the unix socket),
-    the direct loopback path for fdw_local, the case's link for the external targets."""
-    if target == "local":
+def network_path(target: str, latency: str, pg: str, via: str = "direct", pool_mode: str = NOT_APPLICABLE,
+                 fdw_via: str = "direct") -> NetworkPath | None:
+    """The path to the source a target's queries cross: none for local (the unix socket) unless through
+    a pooler, the direct loopback path for fdw_local, the case's link for the external targets; the
+    poolers on the way as its hops."""
+    hops = ((pooler_hop(pool_mode),) if via == POOLER else ()) + \
+        ((pooler_hop(pool_mode, fdw=True),) if fdw_via == POOLER else ())
+    if target == "local" and not hops:
         return None
-    return NetworkPath(pg, SOURCE_ROLE, latency if target in REMOTE_TARGETS else DIRECT)
+    return NetworkPath(pg, SOURCE_ROLE, latency if target in REMOTE_TARGETS else DIRECT, hops)
+
+
+def case_path(case) -> NetworkPath | None:
+    """network_path of a case (matrix.Case or the result model's), from its dimensions."""
+    return network_path(case["target"], case["latency"], case["pg"], case.get("via", "direct"),
+                        case.get("pool_mode", NOT_APPLICABLE), case.get("fdw_via", "direct"))
 
 
 # -- runs stored by older versions (results/upgrade.py) ----------------------------------------
@@ -233,13 +268,20 @@ def upgrade_before_rate(stored: upgrade.StoredRun) -> None:
     upgrade.fill_dimension(stored, "rate", lambda dims: CLOSED_LOOP)
 
 
+def upgrade_before_poolers(stored: upgrade.StoredRun) -> None:
+    """Runs stored before --via and --fdw-via crossed no pooler (their ids never had these values)."""
+    for name, value in (("via", "direct"), ("pool_mode", NOT_APPLICABLE), ("fdw_via", "direct")):
+        upgrade.fill_dimension(stored, name, lambda dims, value=value: value)
+
+
 VOCABULARY = Vocabulary(
     name="fdw-overhead", title="pgbench through a local table vs postgres_fdw",
     seeds=("000", "001"), required_tools=("initdb", "postgres", "pgbench"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
     knob_families=knob_families(fdw.FAMILY), baseline=BASELINE,
-    upgrades=(upgrade_before_latency, upgrade_before_majors, upgrade_before_protocol, upgrade_before_rate),
+    upgrades=(upgrade_before_latency, upgrade_before_majors, upgrade_before_protocol, upgrade_before_rate,
+              upgrade_before_poolers),
     roles={"source": Role("source", "holds the pgbench tables (a database of ours); local and fdw_local run "
                           "there", ("createdb",), needs_when={"target=fdw_local": ("postgres_fdw",)}),
            "external": Role("external", "holds the foreign tables of the source (databases of ours) that "

@@ -53,15 +53,15 @@ from ...procs import password_env
 from ...matrix import Case, StudyOptions, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ...servers import copy_tables, fdw, guc, parse_check
+from ...servers import copy_tables, fdw, guc, parse_check, pgbouncer
 from ...servers.network import time_statement
-from ...servers.paths import DIRECT, NetworkPath
+from ...servers.paths import DIRECT, NetworkPath, pooler_hop
 from ...servers.topology import Server
 from ...tools import pgbench, pgbench_log, pgbench_script
 from ..base import Declared, Setup, StudyEnv, evidence_on, latencies_with_direct, links_requested, \
     user_roles
-from . import report as study_report, roof, spec, statements
-from .spec import HOP, ISOLATIONS, REMOTE_TARGETS, SOURCE_ROLE, TABLES
+from . import pooled, report as study_report, roof, spec, statements
+from .spec import HOP, ISOLATIONS, POOLER, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 from .statements import TRACK
 
 SERVER = "source_server"    # the foreign server, in every database with foreign tables
@@ -82,12 +82,14 @@ SCRIPT_FIX = "fix the script (pgbench's syntax: SQL commands ending in ';', and 
 class FdwOverheadState:
     """What prepare() makes for one major's measurements (StudyEnv.state), and what they count."""
     source: Server                                      # holds the pgbench tables, database "source"
-    targets: dict[tuple[str, str], tuple[Server, str]]  # (target, latency) -> where pgbench connects
+    targets: dict[tuple[str, str, str], tuple[Server, str]]  # pooled.target_key -> where pgbench connects
     scripts: tuple[tuple[str, int], ...]                # --script: (file, weight) as pgbench runs them
     copied: dict[str, int] = field(default_factory=dict)       # --script-tables: table -> rows copied
     last_tps: dict[str, float] = field(default_factory=dict)   # case id -> its last measurement's TPS
     logged_runs: dict[str, int] = field(default_factory=dict)  # case id -> its measurements so far
     closed_tps: dict[str, float] = field(default_factory=dict)  # closed-loop case id -> the TPS rate shares take
+    pooled_cases: list[Case] = field(default_factory=list)     # the cases through a PgBouncer
+    pooler_counters: dict = field(default_factory=dict)        # their poolers' counters before a measurement
 
 
 class FdwOverhead(Declared):
@@ -99,6 +101,7 @@ class FdwOverhead(Declared):
         --script, --script-tables with a user source; --rate's (roof.refine)."""
         options = roof.refine(options, given)
         p = options.params
+        pooled.check(options, given)
         if p.get("init") and not p.get("script"):
             raise UserError("--init: creates the tables your --script reads; give --script FILE too")
         if p.get("script_tables") and not (p.get("script") and SOURCE_ROLE in user_roles(options)):
@@ -131,6 +134,9 @@ class FdwOverhead(Declared):
                                 f"{SCRIPT_FIX}")
         if options.params.get("init"):
             bins.require("psql")
+        for option in ("via", "fdw_via"):
+            if POOLER in options.dims.get(option, ()):
+                pgbouncer.require(f"--{option.replace('_', '-')}")
 
     def check_space(self, options: StudyOptions, workspace) -> None:
         """pgbench -i's tables on a managed source: --scale against the workspace's free space."""
@@ -156,10 +162,14 @@ class FdwOverhead(Declared):
     def cases(self, options: StudyOptions) -> list[Case]:
         requested = options.dims["latency"]
         dims = {**options.dims, "latency": latencies_with_direct(requested)}
+        if "pool_mode" in dims:
+            dims["pool_mode"] = pooled.pool_modes(options)
 
         def exclude(d: dict[str, str]) -> bool:
             # updatable 'false' foreign tables cannot take pgbench's writes: RO only, as in seed 001.
             if d["workload"] == "rw" and d["target"] == "fdw_external_ro":
+                return True
+            if pooled.excluded(d):
                 return True
             # Only the external targets cross a link; the others are always measured, directly.
             if d["target"] in REMOTE_TARGETS:
@@ -171,7 +181,7 @@ class FdwOverhead(Declared):
                               lambda c: c["target"] != "local")
 
     def path(self, case: Case) -> NetworkPath | None:
-        return spec.network_path(case["target"], case["latency"], case["pg"])
+        return spec.case_path(case)
 
     # -- servers and data -------------------------------------------------------------------
     def prepare(self, env: StudyEnv) -> Setup:
@@ -213,6 +223,9 @@ class FdwOverhead(Declared):
         env.state = FdwOverheadState(source, self._targets(env, source, external, isolation, tables),
                                      _script_files(p.get("script") or []), copied)
         cases = [c for c in self.cases(env.options) if c["pg"] == env.major]
+        env.state.pooled_cases = [c for c in cases if pooled.pooled(c.as_dict())]
+        for case in env.state.pooled_cases:   # every pooler and alias up before the first round
+            pooled.poolers_of(env, case)
         pinned = self._closed_loop_tps(env, cases)
         facts = {"scale": p["scale"], "isolation": isolation,
                  "pgbench_flags": "-n always; -M per case (--protocol); -j min(clients, cores); --max-tries",
@@ -230,7 +243,13 @@ class FdwOverhead(Declared):
             facts["script_tables"] = copied
         if env.state.closed_tps:
             facts["rate_closed_tps"] = env.state.closed_tps
-        return Setup(tools={"pgbench": pgbench.version(env.bins.path("pgbench"))}, facts=facts, pinned=pinned)
+        if env.state.pooled_cases:
+            facts["poolers"] = "PgBouncer: pgbench over its unix socket (trust, as the server's); postgres_fdw " \
+                "over loopback TCP (scram-sha-256); the pooler reaches its server by the server's socket"
+            facts["excluded"] = pooled.EXCLUDED
+        tools = {"pgbench": pgbench.version(env.bins.path("pgbench")),
+                 **({"pgbouncer": pgbouncer.version()} if env.state.pooled_cases else {})}
+        return Setup(tools=tools, facts=facts, pinned=pinned)
 
     def _closed_loop_tps(self, env: StudyEnv, cases: list[Case]) -> dict:
         """--rate 0.6x (auto): the closed-loop TPS of each path the shares are taken of, measured once
@@ -249,10 +268,11 @@ class FdwOverhead(Declared):
 
     @staticmethod
     def _targets(env: StudyEnv, source: Server, external: Server | None, isolation: str,
-                 tables: tuple[str, ...]) -> dict[tuple[str, str], tuple[Server, str]]:
-        """(target, latency) -> (cluster, database) pgbench connects to, foreign tables made."""
+                 tables: tuple[str, ...]) -> dict[tuple[str, str, str], tuple[Server, str]]:
+        """(target, latency, FDW hop) -> (cluster, database) pgbench connects to, foreign tables made:
+        a database per target and link, and per pool mode of a pooler on the FDW hop (--fdw-via)."""
         bandwidth = env.options.params.get("bandwidth")
-        targets = {("local", DIRECT): (source, "source")}
+        targets = {("local", DIRECT, "direct"): (source, "source")}
         # fdw_local's path to the source is the direct loopback one: probed like every link.
         env.servers.path(NetworkPath(env.major, SOURCE_ROLE, DIRECT), source)
         for target in env.options.dims["target"]:
@@ -260,7 +280,7 @@ class FdwOverhead(Declared):
                 # Inside the source's own network stack: loopback, whatever stack that is.
                 _foreign_tables(source, "localfdw", (source.self_host, source.port), source, isolation,
                                 readonly=False, tables=tables)
-                targets[(target, DIRECT)] = (source, "localfdw")
+                targets[(target, DIRECT, "direct")] = (source, "localfdw")
             elif target in REMOTE_TARGETS:
                 base = {"fdw_external": "external", "fdw_external_ro": "external_ro"}[target]
                 for latency in env.options.dims["latency"]:
@@ -268,20 +288,21 @@ class FdwOverhead(Declared):
                     db = base if latency == DIRECT else f"{base}_{latency}"
                     _foreign_tables(external, db, source.reached_at(link), source, isolation,
                                     readonly=target == "fdw_external_ro", tables=tables)
-                    targets[(target, latency)] = (external, db)
-        return targets
+                    targets[(target, latency, "direct")] = (external, db)
+        return {**targets, **_pooled_fdw_targets(env, source, external, isolation, tables)}
 
     # -- one measurement --------------------------------------------------------------------
     def probe(self, env: StudyEnv) -> list[dict]:
         """The FDW hop from the external server to the source, per path: a one-row foreign scan
         (postgres_fdw's cursor and transaction round trips over the path), timed on the external."""
         out = []
-        for (target, latency), (cluster, db) in env.state.targets.items():
+        for (target, latency, hop), (cluster, db) in env.state.targets.items():
             if target == "fdw_external":
                 with cluster.connect(db) as conn:
                     timing = time_statement(conn, HOP_SCAN, HOP_SCANS, warmup=3)
-                out.append({"link": NetworkPath(env.major, SOURCE_ROLE, latency).id + HOP, **timing})
-        return out
+                hops = () if hop == "direct" else (pooler_hop(hop, fdw=True),)
+                out.append({"link": NetworkPath(env.major, SOURCE_ROLE, latency, hops).id + HOP, **timing})
+        return out + pooled.probes(env)
 
     def expected_measurement_s(self, options: StudyOptions) -> float:
         """pgbench -T, and about a second around it: its start, the evidence, the store."""
@@ -294,13 +315,15 @@ class FdwOverhead(Declared):
             source.execute("source", "VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history")
         if case["target"] != "local":
             # The case's postgres_fdw options and --set session settings in force for pgbench's (new) sessions.
-            cluster, db = env.state.targets[(case["target"], case["latency"])]
+            cluster, db = env.state.targets[pooled.target_key(case)]
             fdw.set_case_options(env, case, cluster, db, [SERVER])
+        if evidence_on(env.options):
+            pooled.before(env, case)
 
     def watched(self, env: StudyEnv, case: Case) -> list[Watched]:
         """The server pgbench connects to, and the source behind a foreign table (their statements
         apart: see evidence_metrics)."""
-        cluster, db = env.state.targets[(case["target"], case["latency"])]
+        cluster, db = env.state.targets[pooled.target_key(case)]
         source = env.state.source
         if cluster is source:   # local, or fdw_local: one server, both databases
             watched = [source.watched(SOURCE_ROLE, *dict.fromkeys((db, "source")))]
@@ -311,29 +334,34 @@ class FdwOverhead(Declared):
     def evidence_metrics(self, env: StudyEnv, case: Case, metrics: Mapping, evidence: dict) -> dict:
         """What postgres_fdw sends the source per pgbench transaction, counted in untimed passes
         after the measurement (statements.py), which the evidence keeps."""
-        if case["target"] == "local" or not evidence_on(env.options):
+        if not evidence_on(env.options):
             return {}
+        figures = pooled.after(env, case, evidence)   # before the passes below, which cross the poolers too
+        if case["target"] == "local":
+            return figures
         source = env.state.source
         record, why = statements.count(env, self._run(env, roof.closed_twin(case)), metrics["tps"],
                                        source.watched(SOURCE_ROLE, "source"), source.managed)
         if record is None:
             evidence["missing"][f"{SOURCE_ROLE}.statement_pass"] = why
-            return {}
+            return figures
         evidence["statement_pass"] = record
-        return statements.metrics(record)
+        return {**figures, **statements.metrics(record)}
 
     @staticmethod
     def _run(env: StudyEnv, case: Case) -> pgbench.TimedRun:
         p = env.options.params
-        cluster, db = env.state.targets[(case["target"], case["latency"])]
+        cluster, db = env.state.targets[pooled.target_key(case)]
+        pooler, name = pooled.client_pooler(env, case, cluster, db)
         clients = int(case["clients"])
-        return pgbench.TimedRun(*cluster.client_args(db), clients=clients, passfile=_passfile(cluster),
+        return pgbench.TimedRun(*(pooler or cluster).client_args(name), clients=clients, passfile=_passfile(cluster),
                                 duration_s=int(p["duration"]), select_only=case["workload"] == "ro",
                                 max_tries=int(p["max_tries"]), threads=min(clients, os.cpu_count() or 1),
                                 # a run stored before --protocol, resumed, keeps its case ids: none has one
                                 protocol=case.get("protocol", spec.DEFAULT_PROTOCOL), scripts=env.state.scripts,
                                 pgoptions=guc.pgoptions(guc.session(env, case)),
-                                rate=roof.offered(case, env.state.closed_tps), latency_limit_ms=p.get("latency_limit"))
+                                rate=roof.offered(case, env.state.closed_tps), latency_limit_ms=p.get("latency_limit"),
+                                connect_each=p.get("connect") == "each")
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
         """pgbench; its log as the case's last TPS and earlier runs in this process demand
@@ -382,14 +410,37 @@ def _set_isolation(server: Server, db: str, isolation: str) -> None:
             sql.Identifier(server.dbname(db)), sql.Literal(isolation)))
 
 
+def _pooled_fdw_targets(env: StudyEnv, source: Server, external: Server | None, isolation: str,
+                        tables: tuple[str, ...]) -> dict[tuple[str, str, str], tuple[Server, str]]:
+    """--fdw-via pgbouncer: per FDW target on the direct path and pool mode, a database whose foreign
+    server reaches the PgBouncer in front of the source (localfdw_pgb_transaction...)."""
+    dims, out = env.options.dims, {}
+    if POOLER not in dims.get("fdw_via", ()):
+        return out
+    pooler = env.servers.pooler(source)
+    for mode in dims["pool_mode"]:
+        alias = pooler.serve("source", mode, pooled.FDW_POOL)
+        for target in (t for t in dims["target"] if t != "local"):
+            if target in REMOTE_TARGETS and DIRECT not in dims["latency"]:
+                continue
+            cluster, base = (source, "localfdw") if target == "fdw_local" else \
+                (external, {"fdw_external": "external", "fdw_external_ro": "external_ro"}[target])
+            # fdw_local reaches it from inside the source's own stack, the external where it reaches the source
+            host = source.self_host if cluster is source else pooler.tcp_host
+            _foreign_tables(cluster, f"{base}_pgb_{mode}", (host, pooler.port), source, isolation,
+                            readonly=target == "fdw_external_ro", tables=tables, remote=(pooler, alias))
+            out[(target, DIRECT, mode)] = (cluster, f"{base}_pgb_{mode}")
+    return out
+
+
 def _foreign_tables(cluster: Server, db: str, address: tuple[str, int], source: Server, isolation: str,
-                    readonly: bool, tables: tuple[str, ...] = TABLES) -> None:
+                    readonly: bool, tables: tuple[str, ...] = TABLES, remote: tuple | None = None) -> None:
     """Database `db` on `cluster` with the four pgbench tables as foreign tables of the source at
     `address`: `tables` of the source's public schema (pgbench's, and with --init or --script-tables
-    every one of ours there)."""
+    every one of ours there). remote: (pooler, its alias of the source) when a PgBouncer is on the way."""
     cluster.create_database(db)
     with cluster.connect(db) as conn:
-        fdw.reach(conn, SERVER, source, "source", address)
+        fdw.reach(conn, SERVER, *(remote or (source, "source")), address)
         fdw.import_schema(conn, SERVER, "public", "public", tables)
     _set_isolation(cluster, db, isolation)
     with cluster.connect(db) as conn:

@@ -24,7 +24,7 @@ from ...servers.paths import latency_ms
 from ...stats import normalise, ratio_summary, summarise
 from .spec import (ACCDESC, INTERFACES, METHODS, OUTPUTS, PREFERRED_OUTPUT, QUERY_ORDER, SEED_IFNAME,
                    SEED_NUMITER, STRATEGIES, STREAMING, TRANSPORTS, conndesc, network_path, numiter_text,
-                   query_rank, split_sqlstrat)
+                   pool_mode_of, query_rank, split_sqlstrat)
 
 STUDY = "interfaces"
 ONE_ROW = "sql001"      # its result holds one row: no method holds more memory than another for it
@@ -43,16 +43,17 @@ class Key(NamedTuple):
     strategy: str
     output: str
     fetch: str = ""
+    pool_mode: str = ""          # through a PgBouncer in this mode ('': directly)
 
     @classmethod
     def of(cls, case: CaseResult, fetch: str = "") -> "Key":
         query, strategy = split_sqlstrat(case["sqlstrat"])
         return cls(case["pg"], case["interface"], case["method"], case["transport"], case["latency"], query,
-                   strategy, case["output"], fetch)
+                   strategy, case["output"], fetch, pool_mode_of(case) or "")
 
     def testcase_order(self) -> tuple:
         return (int(self.pg), query_rank(self.query), list(STRATEGIES).index(self.strategy),
-                TRANSPORTS.index(self.transport), latency_ms(self.latency), OUTPUTS.index(self.output))
+                TRANSPORTS.index(self.transport), latency_ms(self.latency), self.pool_mode, OUTPUTS.index(self.output))
 
     def order(self) -> tuple:
         return (*self.testcase_order(), INTERFACES.index(self.interface), METHODS.index(self.method),
@@ -65,7 +66,8 @@ class Key(NamedTuple):
 
     @property
     def location(self) -> str:
-        return conndesc(self.transport, self.latency)
+        """The seed's conninfos key, and '+pgbouncer-MODE' through a pooler (lcl:ipc+pgbouncer-session)."""
+        return conndesc(self.transport, self.latency) + (f"+pgbouncer-{self.pool_mode}" if self.pool_mode else "")
 
     @property
     def client(self) -> str:
@@ -230,7 +232,7 @@ def _candidate_table(groups: list[Group], pgs: _Pg) -> Table:
 
 def path_text(key: Key, rtt: dict[str, float]) -> str:
     """'unix socket', 'loopback, 0.04 ms', 'direct, 0.04 ms', '5ms link, 5.1 ms'."""
-    path = network_path(key.transport, key.latency, key.pg)
+    path = network_path(key.transport, key.latency, key.pg, key.pool_mode or None)
     if path is None:
         return "unix socket"
     text = path.describe(rtt)

@@ -9,6 +9,9 @@ presets, the metric catalogue, and which network path a case crosses.
                                      of the user's (--query NAME=SQL, --query-file NAME=FILE);
                                      each (connect per query, -k 0) or once (-k 1)
   printfracdest         --output     p-none:null, p-all:null, p-all:file
+  (beyond the seed)     --via        direct, pgbouncer (a managed PgBouncer in front of the server, over
+                                     the case's transport: its unix socket, or TCP with scram-sha-256),
+                        --pool-mode  session, transaction
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from __future__ import annotations
 from ... import user_queries, validate
 from ...tools.clients import CLIENTS, ITERATION_METRICS
 from ...datasets.seed003 import QUERIES, SEED_ID
-from ...matrix import Dimension, Parameter, Preset
+from ...evidence import pooler as pooler_evidence
+from ...matrix import NOT_APPLICABLE, Dimension, Parameter, Preset
 from ...results import upgrade
 from ...metrics import Metric, catalogue
 from ...servers.cluster import TCP_AUTH
-from ...servers.paths import DIRECT, NetworkPath
+from ...servers.paths import DIRECT, NetworkPath, pooler_hop
+from ...servers.pgbouncer import POOL_MODES
 from ...tools.spawn import process_figures as spawn_figures, process_metrics
 from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
 
@@ -41,6 +46,12 @@ SEED_NUMITER = {"sql001": "50k", "sql50k": "001", "sql10m": "001"}
 DEFAULT_JVM_OPTIONS = "-XX:+UseSerialGC -Xms32m -XX:MaxRAMPercentage=70"
 PREFERRED_OUTPUT = "p-all:file"     # what the seed's summaries show
 LOCAL_ROLE, REMOTE_ROLE = "local", "remote"
+POOLER = "pgbouncer"
+# Clients that prepare a statement on the server once a query repeats (pgJDBC's prepareThreshold, psycopg's
+# prepare_threshold: 5): PgBouncer 1.18 keeps no prepared statement across transactions, so not in transaction mode.
+SESSION_CLIENTS = ("jdbc", "psycopg")
+EXCLUDED = ("jdbc and psycopg under --pool-mode transaction: not measured (they prepare a repeated query on the "
+            "server, and PgBouncer 1.18 keeps no prepared statement across transactions)")
 
 
 # -- parsers of the options -------------------------------------------------------------------------
@@ -137,14 +148,25 @@ def fetch_values(options) -> tuple[str, ...]:
     return (*options.dims["fetch"], NO_FETCH)
 
 
-def network_path(transport: str, latency: str, pg: str) -> NetworkPath | None:
+def network_path(transport: str, latency: str, pg: str, pool_mode: str | None = None) -> NetworkPath | None:
     """The path a case's client crosses: the remote server's (direct or through its link), the
-    local server's loopback TCP (probed for lcl:tcp's round trip), none over the unix socket."""
+    local server's loopback TCP (probed for lcl:tcp's round trip), none over the unix socket; through
+    a PgBouncer in `pool_mode` when given (then the unix socket's path too)."""
+    hops = (pooler_hop(pool_mode),) if pool_mode else ()
     if transport == "remote":
-        return NetworkPath(pg, REMOTE_ROLE, latency)
-    if transport == "tcp":
-        return NetworkPath(pg, LOCAL_ROLE, DIRECT)
+        return NetworkPath(pg, REMOTE_ROLE, latency, hops)
+    if transport == "tcp" or hops:
+        return NetworkPath(pg, LOCAL_ROLE, DIRECT, hops)
     return None
+
+
+def pool_mode_of(case) -> str | None:
+    """The case's pool mode when it crosses a PgBouncer, else None."""
+    return case.get("pool_mode") if case.get("via") == POOLER else None
+
+
+def case_path(case) -> NetworkPath | None:
+    return network_path(case["transport"], case["latency"], case["pg"], pool_mode_of(case))
 
 
 # -- dimensions, parameters, presets ----------------------------------------------------------------
@@ -167,6 +189,13 @@ DIMENSIONS = {
                         "(print every row to /dev/null), p-all:file (print every row to a file)", OUTPUTS),
     "latency": LATENCY,
     "pg": PG,
+    # Beyond the seed, and quiet at its values: the seed's cases keep their ids.
+    "via": Dimension("via", "what the client connects through: direct, or a managed PgBouncer in front of the "
+                     "server (over the case's transport: its unix socket with trust, TCP with scram-sha-256; "
+                     "the direct path only)", ("direct", POOLER), knob=True, quiet="direct"),
+    "pool_mode": Dimension("pool_mode", "PgBouncer's pool_mode with --via pgbouncer (direct cases: '-'); jdbc and "
+                           "psycopg are not measured in transaction mode (they prepare repeated queries)",
+                           POOL_MODES, knob=True, quiet=NOT_APPLICABLE),
 }
 PARAMETERS = {
     "iterations": Parameter("iterations", "how many times sql001 runs per measurement (seed: 50k)", parse_rows(1)),
@@ -216,7 +245,8 @@ PRESETS = {
 }
 EACH_ONLY = {"transport": "each_transports", "method": "each_methods"}   # dimension -> the parameter limiting it
 DEFAULT_DIMS = {"interface": INTERFACES, "method": METHODS, "fetch": ("1000",), "transport": TRANSPORTS,
-                "sqlstrat": SQLSTRATS, "output": OUTPUTS, "latency": (DIRECT,), "pg": ("15",)}
+                "sqlstrat": SQLSTRATS, "output": OUTPUTS, "latency": (DIRECT,), "pg": ("15",), "via": ("direct",),
+                "pool_mode": ("session",)}
 
 
 def excluded(d: dict[str, str], requested_latencies, each_only: dict[str, str]) -> bool:
@@ -230,9 +260,19 @@ def excluded(d: dict[str, str], requested_latencies, each_only: dict[str, str]) 
         return True                  # pgjdbc has no unix sockets (the seed had no JDBC lcl:ipc)
     if d["sqlstrat"].endswith(":each") and any(d[dim] not in values.split(",") for dim, values in each_only.items()):
         return True
+    if "pool_mode" in d and _pooler_excluded(d):
+        return True
     if d["transport"] == "remote":
         return d["latency"] not in requested_latencies
     return d["latency"] != DIRECT    # local paths never cross a link
+
+
+def _pooler_excluded(d: dict[str, str]) -> bool:
+    """A pool mode only through a pooler, a pooler on the direct path only, no session client in transaction mode."""
+    pooled = d["via"] == POOLER
+    if pooled != (d["pool_mode"] != NOT_APPLICABLE):
+        return True
+    return pooled and (d["latency"] != DIRECT or (d["pool_mode"] == "transaction" and d["interface"] in SESSION_CLIENTS))
 
 
 # -- metrics ----------------------------------------------------------------------------------------
@@ -259,7 +299,7 @@ METRICS = catalogue(
     Metric("rows_per_s", "rows/s", "higher", "rows over the client's total"),
     Metric("mb_per_s", "MB/s", "higher", "10^6 bytes of COPY text over the client's total"),
     Metric("ms_per_iteration", "ms", "lower", "the client's total per run of the query"),
-    *ITERATION_METRICS,
+    *ITERATION_METRICS, *pooler_evidence.CLIENT_METRICS,
 )
 PRIMARY_METRIC = "duration_ms"
 
@@ -287,12 +327,18 @@ def upgrade_before_fetch_dimension(stored: upgrade.StoredRun) -> None:
     upgrade.fill_dimension(stored, "fetch", lambda dims: fetch if dims["method"] == "cursor" else NO_FETCH)
 
 
+def upgrade_before_poolers(stored: upgrade.StoredRun) -> None:
+    """Runs stored before --via connected directly (their ids never had these values)."""
+    upgrade.fill_dimension(stored, "via", lambda dims: "direct")
+    upgrade.fill_dimension(stored, "pool_mode", lambda dims: NOT_APPLICABLE)
+
+
 VOCABULARY = Vocabulary(
     name="interfaces", title="client interfaces and fetch methods (libpq, ODBC, JDBC, psycopg) by transport and strategy",
     seeds=("003",), required_tools=("initdb", "postgres", "psql"),
     dimensions=DIMENSIONS, parameters=PARAMETERS, presets=PRESETS,
     default_dims=DEFAULT_DIMS, metrics=METRICS, primary_metric=PRIMARY_METRIC,
-    knob_families=knob_families(), upgrades=(upgrade_before_fetch_dimension,),
+    knob_families=knob_families(), upgrades=(upgrade_before_fetch_dimension, upgrade_before_poolers),
     roles={"local": Role("local", "holds the test tables (a database of ours), reached by socket and TCP; a "
                          "user server by its DSN's way only: unix if its host is a socket directory, else tcp",
                          ("createdb",)),

@@ -36,7 +36,7 @@ import os
 import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import user_queries
@@ -44,17 +44,17 @@ from ...tools.clients import check_jdbc_dsns, iteration_percentiles, require_cli
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES
 from ...errors import CaseError, UserError
-from ...evidence import Watched
+from ...evidence import Watched, pooler as pooler_evidence
 from ...matrix import Case, StudyOptions, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ...servers import guc, user
+from ...servers import guc, pgbouncer, user
 from ...servers.cluster import TCP_AUTH
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
 from ...tools.psql_copy import CopyFailed, Reference, copy_reference
-from ..base import Declared, Setup, StudyEnv, latencies_with_direct, links_requested
-from . import charts, report as study_report, spec
+from ..base import Declared, Setup, StudyEnv, evidence_on, latencies_with_direct, links_requested
+from . import charts, pooled, report as study_report, spec
 from .local import Target, local_targets, refine_local, say_local
 from .spec import LOCAL_ROLE, REMOTE_ROLE, client_times, process_figures, query_rank, split_sqlstrat
 
@@ -64,10 +64,11 @@ class InterfacesState:
     """What prepare() makes for one major's measurements (StudyEnv.state)."""
     queries: dict[str, str]                     # name -> SQL: the seed's and the user's (--query)
     servers: dict[str, Server | None]           # role -> its server, None when no transport needs it
-    targets: dict[tuple[str, str], Target]      # (transport, latency) -> where the clients connect
+    targets: dict[tuple[str, str, str], Target]  # pooled.target_key -> where the clients connect
     reference: dict[str, Reference]             # query -> psql COPY's rows, bytes and checksum
     jvm_options: list[str]                      # --jvm-options, split as the jdbc client takes them
     outfile: str                                # the file the cases of destination "file" write
+    pooler_counters: dict = field(default_factory=dict)   # a pooled case's PgBouncer counters before it
 
 
 class Interfaces(Declared):
@@ -77,6 +78,7 @@ class Interfaces(Declared):
     def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
         """A user server serves its DSN's transport only: the local role's other one is refused when
         --transport names it, left out otherwise (prepare() says so)."""
+        pooled.check(options, given)
         dsns = user.from_stored(options.params)
         remote = dsns.get(REMOTE_ROLE)
         if remote is not None and "remote" in options.dims["transport"]:
@@ -92,6 +94,8 @@ class Interfaces(Declared):
         each_only = {dim: options.params[p] for dim, p in spec.EACH_ONLY.items() if options.params.get(p)}
         dims = {**options.dims, "latency": latencies_with_direct(requested), "fetch": spec.fetch_values(options),
                 "sqlstrat": sqlstrats(options)}
+        if "pool_mode" in dims:
+            dims["pool_mode"] = pooled.pool_modes(options)
         cases = cross(self.name, self.dimensions, dims, lambda d: spec.excluded(d, requested, each_only))
         if not cases:
             limits = "".join(f", connect per query runs only with {dim} {values} "
@@ -102,7 +106,11 @@ class Interfaces(Declared):
         return cases
 
     def path(self, case: Case) -> NetworkPath | None:
-        return spec.network_path(case["transport"], case["latency"], case["pg"])
+        return spec.case_path(case)
+
+    def check(self, options: StudyOptions, bins) -> None:
+        super().check(options, bins)
+        pooled.requires(options)
 
     def check_user_servers(self, options: StudyOptions, facts, dsns) -> None:
         """The jdbc client connects by a user server's DSN: one it cannot map is refused now."""
@@ -126,6 +134,7 @@ class Interfaces(Declared):
             say_local(env, local)
         sizes = self._load(env, servers, queries)
         targets = self._targets(env, local, remote)
+        targets.update(pooled.targets(env, {LOCAL_ROLE: local, REMOTE_ROLE: remote}))
         t0 = time.monotonic()
         # each server by its own conninfo: a managed one's socket, a user's DSN (as its clients connect)
         reference = self._references(env, [Target(s.conninfo(DB), s) for s in servers], queries)
@@ -140,11 +149,16 @@ class Interfaces(Declared):
             "queries": {q: queries[q] for q in reference}, "iterations_sql001": p["iterations"],
             "reference": {q: r.to_json() for q, r in reference.items()},
             "jvm_options": p["jvm_options"], "cursor_fetch": [int(f) for f in spec.fetch_values(env.options)[:-1]],
-            "conninfo": {f"{t}_{lat}": tg.conninfo for (t, lat), tg in targets.items()},   # no password: see Target
+            # no password: see Target
+            "conninfo": {f"{t}_{lat}" + (f"_pgbouncer-{hop}" if hop != "direct" else ""): tg.conninfo
+                         for (t, lat, hop), tg in targets.items()},
             "outfile": env.state.outfile, "remote": _remote_fact(remote),
             "duration": "wall time of the client command (os.wait4), process start included, as the seed's",
         }
-        return Setup(tools={f"{iface} client": v for iface, v in versions.items()}, facts=facts)
+        if any(hop != "direct" for _t, _l, hop in targets):
+            facts["excluded"] = spec.EXCLUDED
+            versions["pgbouncer"] = pgbouncer.version()
+        return Setup(tools={(k if k == "pgbouncer" else f"{k} client"): v for k, v in versions.items()}, facts=facts)
 
     @staticmethod
     def _queries(env: StudyEnv) -> list[str]:
@@ -168,16 +182,16 @@ class Interfaces(Declared):
         return sizes
 
     @staticmethod
-    def _targets(env: StudyEnv, local: Server | None, remote: Server | None) -> dict[tuple[str, str], Target]:
+    def _targets(env: StudyEnv, local: Server | None, remote: Server | None) -> dict[tuple[str, str, str], Target]:
         """(transport, latency) -> where the clients connect, by the server's own conninfo (a user's: its
         DSN, TLS settings included) over the transports it serves; every TCP path is a link, probed
         every round."""
-        targets = {(t, DIRECT): tg for t, tg in (local_targets(env, local) if local else {}).items()}
+        targets = {(t, DIRECT, "direct"): tg for t, tg in (local_targets(env, local) if local else {}).items()}
         if remote is not None:
             for latency in env.options.dims["latency"]:
                 link = env.servers.path(spec.network_path("remote", latency, env.major), remote,
                                         env.options.params.get("bandwidth"))
-                targets[("remote", latency)] = Target(link.conninfo(remote.conninfo(DB, "tcp")), remote)
+                targets[("remote", latency, "direct")] = Target(link.conninfo(remote.conninfo(DB, "tcp")), remote)
         return targets
 
     def _references(self, env: StudyEnv, targets: list[Target], texts: dict[str, str]) -> dict[str, Reference]:
@@ -204,11 +218,11 @@ class Interfaces(Declared):
             raise UserError(f"--query {query}: psql COPY of it on {target.server.name}: {e.detail}; give a query "
                             "that only reads (tables t50k, t10m of the database iftest) and returns rows") from None
 
-    def _client_versions(self, env: StudyEnv, targets: dict[tuple[str, str], Target]) -> dict[str, str]:
+    def _client_versions(self, env: StudyEnv, targets: dict[tuple[str, str, str], Target]) -> dict[str, str]:
         """Every client once (select 1): its version, and a failure now rather than in every case."""
-        paths: dict[str, tuple[str, str]] = {}
+        paths: dict[str, tuple[str, str, str]] = {}
         for case in self.cases(env.options):
-            paths.setdefault(case["interface"], (case["transport"], case["latency"]))
+            paths.setdefault(case["interface"], pooled.target_key(case))
         versions = {}
         jvm = shlex.split(env.options.params["jvm_options"])
         for iface, path in paths.items():
@@ -224,6 +238,16 @@ class Interfaces(Declared):
         role = REMOTE_ROLE if case["transport"] == "remote" else LOCAL_ROLE
         return [env.state.servers[role].watched(role, DB)]
 
+    def before_measure(self, env: StudyEnv, case: Case) -> None:
+        if evidence_on(env.options):
+            env.state.pooler_counters = pooler_evidence.snapshot(pooled.poolers_of(env, case))
+
+    def evidence_metrics(self, env: StudyEnv, case: Case, metrics, evidence: dict) -> dict:
+        """The counters of the case's PgBouncer since before_measure(), when it crosses one."""
+        if not evidence_on(env.options):
+            return {}
+        return pooler_evidence.collect(pooled.poolers_of(env, case), env.state.pooler_counters, evidence)
+
     def measure(self, env: StudyEnv, case: Case) -> dict:
         p, st = env.options.params, env.state
         iface = case["interface"]
@@ -233,7 +257,7 @@ class Interfaces(Declared):
         mode = f"cursor:{case['fetch']}" if case["method"] == "cursor" else case["method"]
         out = st.outfile if dest == "file" else "/dev/null"
         written = None
-        target = st.targets[(case["transport"], case["latency"])]
+        target = st.targets[pooled.target_key(case)]
         try:
             run = run_native_client(iface, target.conninfo, st.queries[query], mode=mode, keep=strategy == "once",
                                     iterations=iterations, print_rows=printfrac == "p-all", dest=out,
