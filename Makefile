@@ -20,7 +20,8 @@ demo: bootstrap
 	@$(PGPATHBENCH) report latest~3 latest~2 latest~1 latest --html $(DEMO_REPORT) --overwrite
 
 # Side by side on TEST_WORKERS workers (pytest-xdist): each module on one worker whole (its module
-# fixtures, a run or a server, made once), integration modules first (tests/conftest.py).
+# fixtures, a run or a server, made once), integration modules first, the longest of them first
+# (tests/conftest.py).
 TEST_WORKERS ?= 2
 test: bootstrap
 	.venv/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder

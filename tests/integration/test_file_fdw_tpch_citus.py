@@ -1,5 +1,5 @@
 """file-fdw-tpch's citus layout and columnar storage on managed servers: the single and citus layouts
-on the regular, foreign and columnar storages, TPC-H SF 0.1 (DuckDB checks every answer), 4 shards
+on the regular, foreign and columnar storages, TPC-H SF 0.01 (DuckDB checks every answer), 4 shards
 on one worker, on pgpathbench's own PostgreSQL with Citus (scripts/install-citus: make bootstrap).
 
 One run, stopped by SIGTERM part way and resumed (the resume starts every server again, re-creates
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 QUERIES = ("q1", "q5", "q6", "q12")
 LAYOUTS, STORAGES, SHARDS = ("single", "citus"), ("regular", "foreign", "columnar"), 4
 CASES = len(QUERIES) * len(LAYOUTS) * len(STORAGES)
-ARGS = ["run", "file-fdw-tpch", "--preset", "quick", "--queries", ",".join(QUERIES), "--scale", "0.1",
+ARGS = ["run", "file-fdw-tpch", "--preset", "quick", "--queries", ",".join(QUERIES), "--scale", "0.01",
         "--layout", ",".join(LAYOUTS),
         "--storage", ",".join(STORAGES), "--partitions", str(SHARDS), "--repeat", "1"]
 SERVERS = ("pg15_tpch", "pg15_coordinator", "pg15_citus_worker1")
