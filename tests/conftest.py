@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 # The integration modules that take longest (CPU seconds of everything they start, make test, issue
 # 43), handed out first in this order: the one handed out last must be short, or it decides the end.
 LONGEST_FIRST = ("test_interfaces.py", "test_clients.py", "test_fdw_overhead.py", "test_file_fdw_tpch.py",
-                 "test_remote_sampling.py", "test_interfaces_fidelity.py", "test_file_fdw_tpch_citus.py")
+                 "test_remote_sampling.py", "test_pgbouncer.py", "test_interfaces_fidelity.py",
+                 "test_file_fdw_tpch_citus.py", "test_roof.py")
 
 
 def pytest_collection_modifyitems(config, items):
