@@ -181,6 +181,11 @@ PARAMETER_CASES = [
     ([*FDW, "--fdw-host", f"source=host=x password={SECRET}"], "--fdw-host source: the host"),
     ([*FDW, "--server", "source=host=db1 dbname=x", "--fdw-host", "source=10.0.0.5", "--fdw-host", "source=db2"],
      "--fdw-host source: given twice"),
+    ([*INTERFACES, "--transport", "unix", "--tls", "on"], "--tls on: the unix transport has no TLS"),
+    ([*INTERFACES, "--transport", "unix", "--tls", "off,on"], "--tls on: the unix transport has no TLS"),
+    ([*INTERFACES, "--server", "local=host=db1 dbname=x", "--transport", "tcp", "--tls", "on"],
+     "--tls: your server (--server local) uses the TLS its DSN asks for"),
+    ([*INTERFACES, "--server", "remote=host=db1 dbname=x", "--tls", "off"], "--tls: your server (--server remote)"),
 ]
 
 RUN_CASES = [

@@ -36,6 +36,7 @@ from ..evidence import Watched
 from ..procs import OsUser, end_process, password_env, pid_alive, pid_exists, processes_in
 from . import template
 from .binaries import PgBinaries
+from .tls import ServerFiles, server_settings
 
 SUPERUSER = "pgpathbench"
 START_TIMEOUT_S = 60
@@ -74,6 +75,7 @@ class Cluster:
     # which pg_dist_authinfo gives Citus's connections between them (servers/citus.py).
     secret: str | None = field(default=None, repr=False)
     template: Path | None = None    # where pristine data directories are copied from (template.py); None: initdb
+    tls: ServerFiles | None = None   # its certificate and key when a run has TLS cases (tls.py); None: ssl off
     _proc: subprocess.Popen | None = field(default=None, repr=False)
 
     # -- paths ------------------------------------------------------------------------------
@@ -164,7 +166,7 @@ class Cluster:
         """The settings that hold the server's isolation, as pg_settings shows them (--set may not vary them:
         guc.HELD; _check_held reads them back after each start)."""
         return {"listen_addresses": self.listen, "port": str(self.port), "unix_socket_directories": str(self.sockdir),
-                "unix_socket_permissions": "0700", "ssl": "off"}
+                "unix_socket_permissions": "0700", **server_settings(self.tls)}
 
     def _write_settings(self) -> None:
         # Only our superuser: over loopback TCP (and from the host's end of the namespace's veth) with a

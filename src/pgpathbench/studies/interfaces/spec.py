@@ -9,6 +9,7 @@ presets, the metric catalogue, and which network path a case crosses.
                                      of the user's (--query NAME=SQL, --query-file NAME=FILE);
                                      each (connect per query, -k 0) or once (-k 1)
   printfracdest         --output     p-none:null, p-all:null, p-all:file
+  (beyond the seed)     --tls        off, on: TLS on tcp and remote (seed 003's "cost of SSL")
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ...metrics import Metric, catalogue
 from ...servers.cluster import TCP_AUTH
 from ...servers.paths import DIRECT, NetworkPath
 from ...tools.spawn import process_figures as spawn_figures, process_metrics
-from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
+from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, TLS, EVIDENCE, UNTIL_CI, knob_families
 
 INTERFACES = ("libpq", "odbc", "jdbc", "psycopg")
 SEED_IFNAME = {"libpq": "libpq", "odbc": "ODBC", "jdbc": "JDBC", "psycopg": "psycopg"}
@@ -167,6 +168,7 @@ DIMENSIONS = {
                         "(print every row to /dev/null), p-all:file (print every row to a file)", OUTPUTS),
     "latency": LATENCY,
     "pg": PG,
+    "tls": TLS,
 }
 PARAMETERS = {
     "iterations": Parameter("iterations", "how many times sql001 runs per measurement (seed: 50k)", parse_rows(1)),
@@ -216,7 +218,8 @@ PRESETS = {
 }
 EACH_ONLY = {"transport": "each_transports", "method": "each_methods"}   # dimension -> the parameter limiting it
 DEFAULT_DIMS = {"interface": INTERFACES, "method": METHODS, "fetch": ("1000",), "transport": TRANSPORTS,
-                "sqlstrat": SQLSTRATS, "output": OUTPUTS, "latency": (DIRECT,), "pg": ("15",)}
+                "sqlstrat": SQLSTRATS, "output": OUTPUTS, "latency": (DIRECT,), "pg": ("15",),
+                "tls": ("off",)}
 
 
 def excluded(d: dict[str, str], requested_latencies, each_only: dict[str, str]) -> bool:
@@ -228,6 +231,8 @@ def excluded(d: dict[str, str], requested_latencies, each_only: dict[str, str]) 
         return True                  # a fetch size is the cursor method's alone; the others run once
     if d["transport"] == "unix" and not CLIENTS[d["interface"]].unix_socket:
         return True                  # pgjdbc has no unix sockets (the seed had no JDBC lcl:ipc)
+    if d["transport"] == "unix" and d.get("tls", "off") != "off":
+        return True                  # a unix socket has no TLS
     if d["sqlstrat"].endswith(":each") and any(d[dim] not in values.split(",") for dim, values in each_only.items()):
         return True
     if d["transport"] == "remote":
@@ -260,6 +265,8 @@ METRICS = catalogue(
     Metric("mb_per_s", "MB/s", "higher", "10^6 bytes of COPY text over the client's total"),
     Metric("ms_per_iteration", "ms", "lower", "the client's total per run of the query"),
     *ITERATION_METRICS,
+    Metric("tls", "text", "none", "the TLS the client's connections negotiated (protocol, cipher, bits; off: none), "
+           "as the server logged each (runs with --tls on)"),
 )
 PRIMARY_METRIC = "duration_ms"
 
