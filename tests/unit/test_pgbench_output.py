@@ -64,8 +64,9 @@ def test_every_metric_a_measurement_carries_is_declared():
     log = parse_transaction_log(["0 0 1164 0 1700000000 5000 0", "0 1 failed 0 1700000000 9000 9"])
     carried = {**parse_output(OUTPUT), **latency_figures(log), **process_figures(measured, "wall_ms")}
     study = get("fdw-overhead")
-    # run() adds "series" beside them (a list, not a metric); the FDW targets' evidence adds the remote figures
-    assert set(carried) | {m.name for m in REMOTE_METRICS} == set(study.metrics)
+    # run() adds "series" beside them (a list, not a metric); the FDW targets' evidence adds the remote figures,
+    # and measure() the FDW hop's TLS on a source with TLS
+    assert set(carried) | {m.name for m in REMOTE_METRICS} | {"tls"} == set(study.metrics)
     for p in ("p50", "p90", "p95", "p99", "max"):
         m = study.metrics[f"latency_{p}_ms"]
         assert (m.unit, m.better) == ("ms", "lower") and "per-transaction log" in m.meaning

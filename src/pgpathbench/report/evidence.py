@@ -177,8 +177,21 @@ def server_table(result: StudyResult) -> Table | None:
                   "give are listed in the export's evidence.missing."], align_left=2, detail=(4, 5, 6, 7))
 
 
+def tls_table(result: StudyResult) -> Table | None:
+    """The TLS each case's connections negotiated (the metric `tls` of runs with --tls on), over its rounds."""
+    rows = [[c.case_id, c.get("tls", "off"), "; ".join(sorted(set(map(str, seen.values())))), len(seen)]
+            for c in result.cases if (seen := c.raw("tls"))]
+    if not rows:
+        return None
+    return Table("TLS the connections negotiated, per case", ["case", "tls", "negotiated", "rounds"], rows,
+                 ["As the server logged each connection the case made (log_connections: protocol, cipher, key bits; "
+                  "the values pg_stat_ssl shows while a connection lives); off: no TLS. A connection that was not "
+                  "what the case's tls says fails its measurement."], align_left=3)
+
+
 def tables(result: StudyResult) -> list[Table]:
-    return [t for t in (latency_table(result), time_table(result), server_table(result)) if t is not None]
+    return [t for t in (latency_table(result), time_table(result), server_table(result), tls_table(result))
+            if t is not None]
 
 
 # -- plots ----------------------------------------------------------------------------------------

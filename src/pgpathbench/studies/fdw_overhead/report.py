@@ -35,12 +35,13 @@ class Key(NamedTuple):
     pg: str
     protocol: str = DEFAULT_PROTOCOL
     knobs: tuple[tuple[str, str], ...] = ()    # (fdw.NAME, value), '-' on local
+    tls: str = "off"                           # the FDW hop's TLS (off on local, and in runs before --tls)
 
     @classmethod
     def of(cls, case: CaseResult) -> "Key":
         return cls(case["workload"], case["target"], int(case["clients"]), case["latency"], case["pg"],
                    case["protocol"],
-                   tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))))
+                   tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))), case.dims.get("tls", "off"))
 
     @property
     def workload_label(self) -> str:
@@ -49,9 +50,10 @@ class Key(NamedTuple):
 
     @property
     def knob_text(self) -> str:
-        """'/prepared/fetch_size=1': the knobs that are not at their default, for labels."""
+        """'/prepared/fetch_size=1/tls': the knobs that are not at their default, for labels."""
         return ((f"/{self.protocol}" if self.protocol != DEFAULT_PROTOCOL else "")
-                + "".join(f"/{FAMILY.knob_name(n)}={v}" for n, v in self.knobs if v != NOT_APPLICABLE))
+                + "".join(f"/{FAMILY.knob_name(n)}={v}" for n, v in self.knobs if v != NOT_APPLICABLE)
+                + ("/tls" if self.tls == "on" else ""))
 
     @property
     def bench(self) -> str:
@@ -65,12 +67,12 @@ class Key(NamedTuple):
         return network_path(self.target, self.latency, self.pg)
 
     def path_text(self, rtt: dict[str, float]) -> str:
-        return "unix socket" if self.path is None else self.path.describe(rtt)
+        return "unix socket" if self.path is None else self.path.describe(rtt) + (", TLS" if self.tls == "on" else "")
 
     def order(self) -> tuple:
         return (self.workload, int(self.pg), self.clients, list(TARGET_LABEL).index(self.target),
                 latency_ms(self.latency), PROTOCOLS.index(self.protocol),
-                tuple((n, int(v) if v.isdigit() else -1, v) for n, v in self.knobs))
+                tuple((n, int(v) if v.isdigit() else -1, v) for n, v in self.knobs), self.tls)
 
 
 Cases = list[tuple[Key, CaseResult]]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ... import files, validate
 from ...matrix import Dimension, Parameter, Preset, positive_int
-from ...metrics import catalogue
+from ...metrics import Metric, catalogue
 from ...results import upgrade
 from ...results.baseline import Baseline
 from ...servers import fdw
@@ -22,7 +22,7 @@ from ...servers.paths import DIRECT, NetworkPath
 from ...tools import pgbench
 from ...servers.copy_tables import table_names
 from . import statements
-from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
+from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, TLS, EVIDENCE, UNTIL_CI, knob_families
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
 REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
@@ -118,6 +118,7 @@ DIMENSIONS = {
     "pg": PG,
     "protocol": Dimension("protocol", "pgbench -M: how statements go to the server (simple query, extended "
                           "query, prepared statements)", pgbench.PROTOCOLS, knob=True),
+    "tls": TLS,   # the FDW hop's: postgres_fdw's connection to the source (local has none: off)
 }
 PARAMETERS = {
     "scale": Parameter("scale", "pgbench scale factor of the source (100 = 10M accounts)", count("scale", 1)),
@@ -151,13 +152,16 @@ PRESETS = {
     "paper": Preset("paper", "the seeds: scale 100, 10 rounds x 10 s", 10, {"scale": 100, "duration": 10}),
 }
 DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
-                "latency": (DIRECT,), "pg": ("15",), "protocol": ("simple",)}
+                "latency": (DIRECT,), "pg": ("15",), "protocol": ("simple",),
+                "tls": ("off",)}
 
-METRICS = catalogue(*pgbench.METRICS, *statements.METRICS)
+METRICS = catalogue(*pgbench.METRICS, *statements.METRICS, Metric(
+    "tls", "text", "none", "the TLS postgres_fdw's connections to the source negotiated (protocol, cipher, bits; "
+    "off: none), as the source logged each (runs with --tls on)"))
 PRIMARY_METRIC = "tps"
 # The seeds' question is the overhead: TPS of local over TPS through each FDW target, for the same
 # workload, clients, major and protocol; local crosses no link and has no postgres_fdw option.
-BASELINE = Baseline("target", "local", free=("latency", fdw.FAMILY.prefix + "."), inverse=True)
+BASELINE = Baseline("target", "local", free=("latency", "tls", fdw.FAMILY.prefix + "."), inverse=True)
 
 
 def network_path(target: str, latency: str, pg: str) -> NetworkPath | None:
