@@ -186,6 +186,7 @@ PARAMETER_CASES = [
     ([*INTERFACES, "--server", "local=host=db1 dbname=x", "--transport", "tcp", "--tls", "on"],
      "--tls: your server (--server local) uses the TLS its DSN asks for"),
     ([*INTERFACES, "--server", "remote=host=db1 dbname=x", "--tls", "off"], "--tls: your server (--server remote)"),
+    ([*FDW, "--server", "source=host=db1 dbname=x", "--tls", "on"], "--tls: your server (--server source)"),
 ]
 
 RUN_CASES = [

@@ -21,6 +21,7 @@ import datetime
 import ipaddress
 import os
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +63,9 @@ class Authority:
             os.chmod(self.directory, 0o700)
             self.user.chown(self.directory)
             key = ec.generate_private_key(ec.SECP256R1())
-            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pgpathbench run CA")])
+            # A name of its own: verification looks an issuer up by name, so another CA by the same name
+            # would fail only at its signature (OpenSSL's obscure "EVP lib"), not as an unknown issuer.
+            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"pgpathbench run CA {secrets.token_hex(6)}")])
             cert = (_builder(name, name, key.public_key())
                     .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
                     .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
