@@ -187,6 +187,7 @@ PARAMETER_CASES = [
      "--tls: your server (--server local) uses the TLS its DSN asks for"),
     ([*INTERFACES, "--server", "remote=host=db1 dbname=x", "--tls", "off"], "--tls: your server (--server remote)"),
     ([*FDW, "--server", "source=host=db1 dbname=x", "--tls", "on"], "--tls: your server (--server source)"),
+    ([*SAMPLING, "--server", "external=host=db1 dbname=x", "--tls", "off,on"], "--tls: your server (--server external)"),
 ]
 
 RUN_CASES = [

@@ -4,7 +4,8 @@ Through the real CLI: interfaces at t50k's seed size (50k rows) over loopback TC
 its normal method (the one method all four have) connecting once, off and on: every case measured,
 every connection of an `on` case encrypted and none of an `off` case (as the server logged each),
 and the same rows, bytes and checksum with TLS as without. fdw-overhead quick with --tls on: the
-FDW hop (postgres_fdw's connections from the external server to the source) encrypted. Then the
+FDW hop (postgres_fdw's connections from the external server to the source) encrypted, and so
+remote-sampling's (a kept session's, read from the source's pg_stat_ssl). Then the
 clients themselves against a server with a certificate of one CA: each reads pg_stat_ssl of its
 own connection (its rows printed to a file) with the right CA, and fails verification (exit 3)
 with another CA, which proves sslmode=verify-full is what they run with.
@@ -100,6 +101,24 @@ def test_fdw_hop_is_encrypted(workspace_root):
     assert by["local"]["dims"].get("tls", "off") == "off" and "tls" not in by["local"]["metrics"]
     assert by["fdw_external"]["dims"]["tls"] == "on"
     assert by["fdw_external"]["metrics"]["tls"].startswith("TLSv1."), by["fdw_external"]["metrics"]["tls"]
+    assert _tls_files_left(ws) == []
+
+
+def test_remote_sampling_fdw_hop_is_encrypted(workspace_root):
+    """remote-sampling keeps its session (and postgres_fdw's connection): its TLS is read from the
+    source's pg_stat_ssl."""
+    ws = workspace_root / "tls-sampling"
+    t0 = time.monotonic()
+    res = pgpathbench("run", "remote-sampling", "--preset", "quick", "--tls", "on", "--test", "sampling",
+                      "--rows", "10k", "--method", "system", "--fraction", "0.1", "--repeat", "1", workspace=ws,
+                      timeout=900)
+    print(f"\nremote-sampling --tls on: {time.monotonic() - t0:.0f} s")
+    assert res.returncode == 0, res.stderr[-3000:]
+    measurements = _measurements(ws)
+    assert all(m["ok"] for m in measurements), [m["error"] for m in measurements if not m["ok"]]
+    by = {m["dims"]["access"]: m for m in measurements}
+    assert set(by) == {"direct", "fdw"} and "tls" not in by["direct"]["metrics"]
+    assert by["fdw"]["dims"]["tls"] == "on" and by["fdw"]["metrics"]["tls"].startswith("TLSv1.")
     assert _tls_files_left(ws) == []
 
 

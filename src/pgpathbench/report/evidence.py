@@ -185,8 +185,9 @@ def tls_table(result: StudyResult) -> Table | None:
         return None
     return Table("TLS the connections negotiated, per case", ["case", "tls", "negotiated", "rounds"], rows,
                  ["As the server logged each connection the case made (log_connections: protocol, cipher, key bits; "
-                  "the values pg_stat_ssl shows while a connection lives); off: no TLS. A connection that was not "
-                  "what the case's tls says fails its measurement."], align_left=3)
+                  "the values pg_stat_ssl shows while a connection lives), or for a connection kept across "
+                  "measurements (remote-sampling's FDW hop) as pg_stat_ssl shows it; off: no TLS. A connection "
+                  "that was not what the case's tls says fails its measurement."], align_left=3)
 
 
 def tables(result: StudyResult) -> list[Table]:

@@ -169,6 +169,15 @@ def connections_seen(logfile: Path, offset: int, database: str, application_name
     return seen
 
 
+def sessions_seen(conn, database: str, application_name: str) -> list[str]:
+    """The TLS of the live sessions of `application_name` in `database`, from pg_stat_ssl (what a
+    connection that stays, as a kept session's postgres_fdw one, negotiated): as connections_seen()."""
+    rows = conn.execute("SELECT s.ssl, s.version, s.cipher, s.bits FROM pg_stat_ssl s JOIN pg_stat_activity a "
+                        "USING (pid) WHERE a.datname = %s AND a.application_name = %s",
+                        (database, application_name)).fetchall()
+    return [f"{version} {cipher} {bits}" if ssl else OFF for ssl, version, cipher, bits in rows]
+
+
 def check_seen(seen: list[str], tls: str, what: str) -> str:
     """The TLS the case's connections negotiated (one value), or ValueError when one of them is not the
     case's (on: every connection encrypted; off: none), or none was seen."""
