@@ -46,7 +46,7 @@ def test_quick_run_stores_every_measurement(quick_run):
     assert Counter(m["case_id"] for m in ms) == {cid: ROUNDS for cid in {m["case_id"] for m in ms}}
     for m in ms:
         assert m["run_id"] == rep["run"]["run_id"] and m["round"] in range(1, ROUNDS + 1)
-        assert set(m["dims"]) == {"workload", "target", "clients", "latency", "pg", "protocol"}
+        assert set(m["dims"]) == {"workload", "target", "clients", "latency", "pg", "protocol", "tls"}
         assert m["case_id"] == "{workload}:{target}:{clients}:{latency}:{pg}:{protocol}".format(**m["dims"])
         assert m["dims"]["protocol"] == "simple"
         assert m["path"] == (None if m["dims"]["target"] == "local" else "pg15_source_0ms")

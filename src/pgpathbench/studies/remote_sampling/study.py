@@ -50,7 +50,7 @@ from ...results.model import StudyResult
 from ..base import Declared, Setup, StudyEnv, check_tls_given, latencies_with_direct, links_requested, tls_values, \
     user_roles
 from .report import study_plots, study_tables
-from . import spec
+from . import hop, spec
 from .spec import NA, ROW_BYTES, row_count, table_name, view_name
 
 SOURCE_DB = "source"
@@ -193,7 +193,7 @@ class RemoteSampling(Declared):
         guc.set_session(conn, env, case)
         if through_fdw:
             fdw.set_case_options(env, case, *self._where(env, case, True), [FDW_SERVER], kept=[conn],
-                                 hop=_hop(env, case))
+                                 hop=hop.options(env, case))
         if case["test"] == "analyze" and case["analyze_sampling"] != "local" and not env.state.statements_missing:
             # ANALYZE's remote SQL is read back: what the source's statements counted from now on.
             env.state.statements_before = _statements(env, with_text=False)
@@ -209,7 +209,7 @@ class RemoteSampling(Declared):
     def measure(self, env: StudyEnv, case: Case) -> dict:
         metrics = self._measure_sampling(env, case) if case["test"] == "sampling" else self._measure_analyze(env, case)
         if _through_fdw(case) and env.state.source.tls:
-            metrics["tls"] = _fdw_tls(env, case)
+            metrics["tls"] = hop.negotiated(env, case, _source(env), SOURCE_DB)
         return metrics
 
     def _measure_sampling(self, env: StudyEnv, case: Case) -> dict:
@@ -433,30 +433,6 @@ def _sampling_modes(options: StudyOptions) -> list[str]:
 def _through_fdw(case: Case) -> bool:
     """Whether the case's query or ANALYZE runs on the external server, through a foreign table."""
     return case["access"] == "fdw" if case["test"] == "sampling" else case["analyze_sampling"] != "local"
-
-
-def _fdw_application(env: StudyEnv, case: Case) -> str:
-    """The application_name of the kept session's FDW connection (one per database on the external)."""
-    return f"postgres_fdw {env.state.dbs[case['latency']]}"
-
-
-def _hop(env: StudyEnv, case: Case) -> dict[str, str]:
-    """The FDW connection's own options on a source with TLS: the case's TLS (tls.py), and a name the
-    source's pg_stat_activity tells it by."""
-    if not env.state.source.tls:
-        return {}
-    return {**tls.client_options(case.get("tls", tls.OFF), env.servers.root_cert),
-            "application_name": _fdw_application(env, case)}
-
-
-def _fdw_tls(env: StudyEnv, case: Case) -> str:
-    """What the kept session's FDW connection negotiated, as the source's pg_stat_ssl shows it;
-    CaseError when it is not the case's."""
-    try:
-        seen = tls.sessions_seen(_source(env), SOURCE_DB, _fdw_application(env, case))
-        return tls.check_seen(seen, case.get("tls", tls.OFF), "postgres_fdw")
-    except (psycopg.Error, ValueError) as e:
-        raise CaseError(f"tls {case.get('tls', tls.OFF)}: {e}") from None
 
 
 def _source(env: StudyEnv) -> psycopg.Connection:
