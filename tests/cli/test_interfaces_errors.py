@@ -52,7 +52,7 @@ def test_studies_lists_the_seeds_driver_tables():
     res = pgpathbench_main("studies", "--format", "json")
     study = {s["name"]: s for s in json.loads(res.stdout)}["interfaces"]
     assert list(study["dimensions"]) == ["interface", "method", "fetch", "transport", "sqlstrat", "output",
-                                        "latency", "pg", "via", "pool_mode"]
+                                        "latency", "pg", "via", "pool_mode", "tls"]
     assert study["dimensions"]["output"]["values"] == ["p-none:null", "p-all:null", "p-all:file"]
     assert study["presets"]["paper"]["iterations"] == 50_000 and study["presets"]["paper"]["repeat"] == 9
 

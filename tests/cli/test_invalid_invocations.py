@@ -124,6 +124,8 @@ PARAMETER_CASES = [
     ([*FDW, "--via", "pgbouncer", "--set", "work_mem=1MB,4MB"], "--set work_mem: not with --via pgbouncer"),
     ([*INTERFACES, "--pool-mode", "session"], "--pool-mode: sets the pool mode of a PgBouncer"),
     ([*INTERFACES, "--via", "pgbouncer", "--set", "work_mem=1MB"], "--set work_mem: not with --via pgbouncer"),
+    ([*FDW, "--fdw-via", "pgbouncer", "--target", "fdw_external", "--tls", "on"], "--tls on: not with --fdw-via pgbouncer"),
+    ([*INTERFACES, "--via", "pgbouncer", "--transport", "tcp", "--tls", "off,on"], "--tls on: not with --via pgbouncer"),
     ([*INTERFACES, "--via", "pgbouncer", "--server", f"local={DSN}"], "--via pgbouncer: a pooler in front"),
     ([*FDW, "--workload", "r\udcffo"], "--workload"),                     # not UTF-8
     ([*FDW, "--rate"], "--rate"),
@@ -204,6 +206,13 @@ PARAMETER_CASES = [
     ([*FDW, "--fdw-host", f"source=host=x password={SECRET}"], "--fdw-host source: the host"),
     ([*FDW, "--server", "source=host=db1 dbname=x", "--fdw-host", "source=10.0.0.5", "--fdw-host", "source=db2"],
      "--fdw-host source: given twice"),
+    ([*INTERFACES, "--transport", "unix", "--tls", "on"], "--tls on: the unix transport has no TLS"),
+    ([*INTERFACES, "--transport", "unix", "--tls", "off,on"], "--tls on: the unix transport has no TLS"),
+    ([*INTERFACES, "--server", "local=host=db1 dbname=x", "--transport", "tcp", "--tls", "on"],
+     "--tls: your server (--server local) uses the TLS its DSN asks for"),
+    ([*INTERFACES, "--server", "remote=host=db1 dbname=x", "--tls", "off"], "--tls: your server (--server remote)"),
+    ([*FDW, "--server", "source=host=db1 dbname=x", "--tls", "on"], "--tls: your server (--server source)"),
+    ([*SAMPLING, "--server", "external=host=db1 dbname=x", "--tls", "off,on"], "--tls: your server (--server external)"),
 ]
 
 RUN_CASES = [

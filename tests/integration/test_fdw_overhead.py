@@ -46,11 +46,11 @@ def test_quick_run_stores_every_measurement(quick_run):
     assert Counter(m["case_id"] for m in ms) == {cid: ROUNDS for cid in {m["case_id"] for m in ms}}
     for m in ms:
         assert m["run_id"] == rep["run"]["run_id"] and m["round"] in range(1, ROUNDS + 1)
-        # the hops and --rate at their quiet values: in the dimensions, not in the id
+        # the hops, --rate and --tls at their quiet values: in the dimensions, not in the id
         assert set(m["dims"]) == {"workload", "target", "clients", "latency", "pg", "protocol", "rate", "via",
-                                  "pool_mode", "fdw_via"}
-        assert (m["dims"]["rate"], m["dims"]["via"], m["dims"]["pool_mode"], m["dims"]["fdw_via"]) == \
-            ("max", "direct", "-", "direct")
+                                  "pool_mode", "fdw_via", "tls"}
+        assert (m["dims"]["rate"], m["dims"]["via"], m["dims"]["pool_mode"], m["dims"]["fdw_via"], m["dims"]["tls"]) \
+            == ("max", "direct", "-", "direct", "off")
         assert m["case_id"] == "{workload}:{target}:{clients}:{latency}:{pg}:{protocol}".format(**m["dims"])
         assert m["dims"]["protocol"] == "simple"
         assert m["path"] == (None if m["dims"]["target"] == "local" else "pg15_source_0ms")

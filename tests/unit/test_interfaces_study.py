@@ -450,7 +450,8 @@ def test_every_metric_a_measurement_carries_is_declared(monkeypatch, tmp_path, s
     (case,) = STUDY.cases(options(interface=("libpq",), method=("copy",), transport=("tcp",),
                                   sqlstrat=(sqlstrat,), output=(output,)))
     opts = StudyOptions(STUDY.name, "quick", 6, {"iterations": 20, "timeout": 60}, STUDY.default_dims)
-    target = interfaces_study.Target("host=x", SimpleNamespace(client_env=lambda base: {**base, "PGPASSFILE": "pf"}))
+    target = interfaces_study.Target("host=x", SimpleNamespace(client_env=lambda base: {**base, "PGPASSFILE": "pf"},
+                                                                 tls=None))
     env = StudyEnv(opts, "15", None, None, lambda line: None,
                    interfaces_study.InterfacesState(dict(QUERIES), {}, {("tcp", "0ms", "direct"): target},
                                                     {"sql001": ref, "sql10m": ref}, [], str(tmp_path / "out")))

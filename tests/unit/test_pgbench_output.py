@@ -70,9 +70,10 @@ def test_every_metric_a_measurement_carries_is_declared():
                **process_figures(measured, "wall_ms"), **parse_output(RATE_OUTPUT), **latency_figures(rate_log),
                "rate_offered_tps": 20000}
     study = get("fdw-overhead")
-    # run() adds "series" beside them (a list, not a metric); the FDW targets' evidence adds the remote figures
-    # ... and a pooler's counters (evidence/pooler.py) where a case crosses one
-    assert set(carried) | {m.name for m in (*REMOTE_METRICS, *POOLER_METRICS)} == set(study.metrics)
+    # run() adds "series" beside them (a list, not a metric); the FDW targets' evidence adds the remote figures,
+    # a pooler's counters (evidence/pooler.py) where a case crosses one, and measure() the FDW hop's TLS on a
+    # source with TLS
+    assert set(carried) | {m.name for m in (*REMOTE_METRICS, *POOLER_METRICS)} | {"tls"} == set(study.metrics)
     for p in ("p50", "p90", "p95", "p99", "max"):
         m = study.metrics[f"latency_{p}_ms"]
         assert (m.unit, m.better) == ("ms", "lower") and "per-transaction log" in m.meaning

@@ -203,8 +203,22 @@ def pooler_table(result: StudyResult) -> Table | None:
                  notes + ([SESSION_EXCLUDED] if transaction else []), align_left=2)
 
 
+def tls_table(result: StudyResult) -> Table | None:
+    """The TLS each case's connections negotiated (the metric `tls` of runs with --tls on), over its rounds."""
+    rows = [[c.case_id, c.get("tls", "off"), "; ".join(sorted(set(map(str, seen.values())))), len(seen)]
+            for c in result.cases if (seen := c.raw("tls"))]
+    if not rows:
+        return None
+    return Table("TLS the connections negotiated, per case", ["case", "tls", "negotiated", "rounds"], rows,
+                 ["As the server logged each connection the case made (log_connections: protocol, cipher, key bits; "
+                  "the values pg_stat_ssl shows while a connection lives), or for a connection kept across "
+                  "measurements (remote-sampling's FDW hop) as pg_stat_ssl shows it; off: no TLS. A connection "
+                  "that was not what the case's tls says fails its measurement."], align_left=3)
+
+
 def tables(result: StudyResult) -> list[Table]:
-    return [t for t in (latency_table(result), time_table(result), server_table(result), pooler_table(result))
+    return [t for t in (latency_table(result), time_table(result), server_table(result), pooler_table(result),
+                        tls_table(result))
             if t is not None]
 
 

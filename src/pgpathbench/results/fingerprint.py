@@ -92,7 +92,11 @@ class Environment:
 # -- what compare checks ----------------------------------------------------------------------
 # Non-default settings that say where a server listens, not how it behaves.
 VOLATILE_SETTINGS = frozenset({"listen_addresses", "port", "unix_socket_directories", "data_directory",
-                               "config_file", "hba_file", "ident_file", "external_pid_file"})
+                               "config_file", "hba_file", "ident_file", "external_pid_file",
+                               "ssl_cert_file", "ssl_key_file"})
+# What the tls dimension (a knob, servers/tls.py) turns on in a managed server: runs that differ in it
+# differ in --tls, which compare names as a knob, not in their environment.
+TLS_SETTINGS = frozenset({"ssl", "log_connections"})
 def major_minor(version: str | None) -> str:
     """'PostgreSQL 15.18 (Debian ...) on x86_64...' or 'pgbench (PostgreSQL) 15.18' -> '15.18'."""
     m = re.search(r"(\d+)\.(\d+)", version or "")
@@ -117,7 +121,7 @@ def _server_facts(fp: Fingerprint) -> Iterator[Fact]:
     for role, srv in fp.servers.items():
         yield f"server {role}", "version", major_minor(srv.get("version"))
         for name, value in (srv.get("settings") or {}).items():
-            if name not in VOLATILE_SETTINGS:
+            if name not in VOLATILE_SETTINGS | TLS_SETTINGS:
                 yield f"server {role}", f"setting {name}", str(value)
 
 

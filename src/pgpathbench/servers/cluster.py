@@ -37,6 +37,7 @@ from ..procs import OsUser, password_env
 from . import template
 from .binaries import PgBinaries
 from .postmaster import START_TIMEOUT_S, STOP_TIMEOUT_S, postmaster_pid, release_ipc, stop_pid
+from .tls import ServerFiles, server_settings
 
 SUPERUSER = "pgpathbench"
 RESTART_BIND_TRIES = 5
@@ -73,6 +74,7 @@ class Cluster:
     # which pg_dist_authinfo gives Citus's connections between them (servers/citus.py).
     secret: str | None = field(default=None, repr=False)
     template: Path | None = None    # where pristine data directories are copied from (template.py); None: initdb
+    tls: ServerFiles | None = None   # its certificate and key when a run has TLS cases (tls.py); None: ssl off
     _proc: subprocess.Popen | None = field(default=None, repr=False)
 
     # -- paths ------------------------------------------------------------------------------
@@ -163,7 +165,7 @@ class Cluster:
         """The settings that hold the server's isolation, as pg_settings shows them (--set may not vary them:
         guc.HELD; _check_held reads them back after each start)."""
         return {"listen_addresses": self.listen, "port": str(self.port), "unix_socket_directories": str(self.sockdir),
-                "unix_socket_permissions": "0700", "ssl": "off"}
+                "unix_socket_permissions": "0700", **server_settings(self.tls)}
 
     def _write_settings(self) -> None:
         # Only our superuser: over loopback TCP (and from the host's end of the namespace's veth) with a

@@ -94,13 +94,14 @@ def case_options(env, case: Case) -> dict[str, str]:
 
 
 def set_case_options(env, case: Case, cluster, db: str, servers: Sequence[str],
-                     kept: Sequence[psycopg.Connection] = ()) -> None:
+                     kept: Sequence[psycopg.Connection] = (), hop: Mapping[str, str] | None = None) -> None:
     """case_options() on each foreign server of `cluster`'s database `db` whose options in force
     differ (ALTER SERVER): new sessions (pgbench's) connect with them. Then `kept`, every session
     a study keeps in `db` that uses `servers`, is primed: postgres_fdw drops a session's remote
     connection to a changed server at its next transaction, and a session made anew (after a
-    restart) has none, so connecting would otherwise fall in the next measurement's timing."""
-    wanted = case_options(env, case)
+    restart) has none, so connecting would otherwise fall in the next measurement's timing. `hop`: the
+    case's options of the connection itself (its TLS: servers/tls.py)."""
+    wanted = {**case_options(env, case), **(hop or {})}
     in_force = env.knobs.fdw_options_in_force
     changed = [s for s in servers if wanted and in_force.get((cluster.name, db, s)) != wanted]
     if changed:

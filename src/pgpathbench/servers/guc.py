@@ -87,8 +87,8 @@ HELD = {"listen_addresses": _WHERE, "port": "each managed server gets a free por
         "shared_preload_libraries": _LIBRARIES, "session_preload_libraries": _LIBRARIES,
         "local_preload_libraries": _LIBRARIES, "dynamic_library_path": _LIBRARIES, "jit_provider": _LIBRARIES,
         "allow_alter_system": "--set applies server settings by ALTER SYSTEM"}
-_TLS = ("pgpathbench has no TLS dimension yet, so connections to its managed servers are never encrypted (a "
-        "user server's TLS is its DSN's)")
+_TLS = ("--tls off,on turns TLS on a managed server on, with a certificate of the run's CA (a user server's TLS "
+        "is its DSN's)")
 _NAME = re.compile(r"[a-z_][a-z0-9_.]*")
 _VALUE = re.compile(r"[A-Za-z0-9_.+:/-]+")
 _BOOL = {"on", "off", "true", "false", "yes", "no", "1", "0"}

@@ -57,11 +57,15 @@ def require(option: str) -> None:
 
 
 def refuse_session_settings(options, option: str) -> None:
-    """--set with a pooler: its session settings travel as startup options, which PgBouncer drops."""
+    """--set with a pooler: its session settings travel as startup options, which PgBouncer drops;
+    --tls on with a pooler: its TLS legs (client to pooler, pooler to server) are not built yet."""
     named = sorted(guc.chosen(options))
     if named:
         raise UserError(f"--set {named[0]}: not with {option} pgbouncer, which drops the session "
                         f"settings a client sends at connection; leave --set or {option} pgbouncer out")
+    if "on" in options.dims.get("tls", ()):
+        raise UserError(f"--tls on: not with {option} pgbouncer yet (the pooler's TLS legs are not built); "
+                        f"measure TLS and the pooler in separate runs")
 
 
 def version() -> str:

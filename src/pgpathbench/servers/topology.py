@@ -27,12 +27,14 @@ from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds
 from .ledger import Ledger
 from .paths import NetworkPath
 from .pgbouncer import Pooler, stop_recorded as stop_recorded_pooler
+from .tls import Authority
 from .user import UserDsn, UserServer
 
 Server = Cluster | UserServer   # what a study's role is: a managed server or the user's (--server ROLE=DSN)
 PROBE_ROUND_TRIPS = 100
 PROXY_PID_FILE = "toxiproxy.pid"   # found by `clean` if a run was killed before it could stop the proxy
 NETNS_STATE = "network.json"       # namespaces and veths made, recorded before they are made (for `clean`)
+TLS_DIR = "tls"                    # the run's CA, its servers' certificates and keys (tls.py)
 
 
 def require_proxy() -> None:
@@ -59,6 +61,7 @@ class Servers:
         self.user_dsns = user_dsns or {}          # role -> the user's server (--server ROLE=DSN)
         self.user_servers: dict[str, UserServer] = {}
         self.ledger = Ledger(workspace.root)
+        self.authority = Authority(self.root / TLS_DIR, workspace.server_user)   # made when a server needs TLS
         self._lock: int | None = None   # the run's lock, held from __enter__ to close()
 
     def user_server(self, role: str) -> UserServer | None:
@@ -75,12 +78,13 @@ class Servers:
 
     def cluster(self, name: str, settings: dict[str, str] | None = None, remote: bool = False,
                 bandwidth_kbit: int | None = None, bins: PgBinaries | None = None,
-                tcp_auth: str = TCP_AUTH[0], secret: str | None = None) -> Cluster:
+                tcp_auth: str = TCP_AUTH[0], secret: str | None = None, tls: bool = False) -> Cluster:
         """A started cluster named `name` for this run (made fresh on first request).
 
         A remote role sits on its own network stack when we can make one (root): a network
         namespace joined by a veth pair, with tc tbf for a bandwidth limit. Otherwise it listens
-        on loopback and links are proxies only (said once).
+        on loopback and links are proxies only (said once). With tls, it has a certificate of the
+        run's CA for the addresses it is reached at, and ssl on (asked later: restarted so).
         """
         if name not in self.clusters:
             c = Cluster(name, self.root / name, bins or self.bins, self.workspace.server_user, settings or {},
@@ -88,8 +92,13 @@ class Servers:
             c.remove()  # a resumed run starts from clean data, never from a killed run's leftovers
             if remote:
                 c.netns = self._namespace(name, bandwidth_kbit)
+            c.tls = self.authority.issue(name, (c.tcp_host,)) if tls else None
             self.clusters[name] = c
             c.start()
+        elif tls and self.clusters[name].tls is None:
+            c = self.clusters[name]
+            c.tls = self.authority.issue(name, (c.tcp_host,))
+            c.restart()
         return self.clusters[name]
 
     def pooler(self, name: str, cluster: Cluster) -> Pooler:
@@ -301,15 +310,22 @@ class ServerScope:
         self.servers, self.prefix, self.bins = servers, prefix, bins
 
     def cluster(self, name: str, settings: dict[str, str] | None = None, remote: bool = False,
-                bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0], secret: str | None = None) -> Cluster:
-        return self.servers.cluster(self.prefix + name, settings, remote, bandwidth_kbit, self.bins, tcp_auth, secret)
+                bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0], secret: str | None = None,
+                tls: bool = False) -> Cluster:
+        return self.servers.cluster(self.prefix + name, settings, remote, bandwidth_kbit, self.bins, tcp_auth, secret,
+                                    tls)
 
     def server(self, role: str, settings: dict[str, str] | None = None, remote: bool = False,
-               bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0]) -> Server:
+               bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0], tls: bool = False) -> Server:
         """The role's server: the user's (--server ROLE=DSN), else a managed cluster named after it
-        (settings, remote, bandwidth and TCP authentication are the managed one's)."""
+        (settings, remote, bandwidth, TCP authentication and TLS are the managed one's)."""
         user = self.servers.user_server(role)
-        return user if user is not None else self.cluster(role, settings, remote, bandwidth_kbit, tcp_auth)
+        return user if user is not None else self.cluster(role, settings, remote, bandwidth_kbit, tcp_auth, tls=tls)
+
+    @property
+    def root_cert(self) -> Path:
+        """The run's CA certificate, which clients of a case with TLS verify servers against."""
+        return self.servers.authority.root_cert
 
     def clusters(self) -> list[Cluster]:
         """The managed servers of this major started so far, in start order."""

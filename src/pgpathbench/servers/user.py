@@ -139,6 +139,7 @@ class UserServer:
     managed = False
     netns = None          # its network stack is its own: nothing of ours to shape
     running = True        # its life is not ours to watch
+    tls = None            # no certificate of ours: its TLS is its DSN's (--tls is refused)
 
     def __init__(self, dsn: UserDsn, run_id: str, root: Path, ledger: Ledger):
         self.dsn, self.run_id, self.ledger = dsn, run_id, ledger

@@ -28,7 +28,7 @@ from ..report import Plot, Table
 from ..results import upgrade
 from ..results.model import StudyResult
 from ..results.upgrade import StoredRun
-from ..servers import guc, parse_check
+from ..servers import guc, parse_check, tls
 from ..servers.binaries import PgBinaries
 from ..servers.network import parse_bandwidth, parse_latency
 from ..servers.paths import DIRECT, NetworkPath
@@ -53,6 +53,26 @@ def latencies_with_direct(requested) -> tuple[str, ...]:
 def links_requested(options: "StudyOptions") -> bool:
     """Whether the remote role sits behind an emulated link (then on its own network stack)."""
     return options.dims["latency"] != (DIRECT,) or bool(options.params.get("bandwidth"))
+
+
+# Shared by the studies whose clients or FDW hop connect over TCP: TLS on that hop (servers/tls.py).
+# A knob: compare pairs runs that differ only in it case by case, the report has its cost per case.
+TLS = Dimension("tls", "TLS on the TCP hop: off, or on (the managed servers get a certificate of the run's CA, "
+                "which clients verify: sslmode=verify-full); a user server's TLS is its DSN's", tls.VALUES,
+                knob=True, quiet=tls.OFF)
+
+
+def tls_values(options: "StudyOptions") -> tuple[str, ...]:
+    """The run's --tls values (off for runs stored before the dimension)."""
+    return tuple(options.dims.get("tls", (tls.OFF,)))
+
+
+def check_tls_given(options: "StudyOptions", given: set[str]) -> None:
+    """--tls varies TLS on managed servers only: with a user server, TLS is its DSN's."""
+    dsns = user_roles(options)
+    if "tls" in given and dsns:
+        raise UserError(f"--tls: your server (--server {', '.join(sorted(dsns))}) uses the TLS its DSN asks for "
+                        "(sslmode=...), which pgpathbench does not vary; leave --tls out")
 
 
 # Shared by every study: the PostgreSQL major of its managed servers (15 Debian's, 16-18 Maven Central's).

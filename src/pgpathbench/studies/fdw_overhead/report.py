@@ -38,6 +38,7 @@ class Key(NamedTuple):
     knobs: tuple[tuple[str, str], ...] = ()    # (fdw.NAME, value), '-' on local
     rate: str = CLOSED_LOOP                    # pgbench -R (roof.py); max: the closed loop
     hops: tuple[str, ...] = ()                  # the poolers on its path (servers/paths.py)
+    tls: str = "off"                           # the FDW hop's TLS (off on local, and in runs before --tls)
 
     @classmethod
     def of(cls, case: CaseResult) -> "Key":
@@ -45,7 +46,7 @@ class Key(NamedTuple):
         return cls(case["workload"], case["target"], int(case["clients"]), case["latency"], case["pg"],
                    case["protocol"],
                    tuple(sorted((n, v) for n, v in case.dims.items() if FAMILY.owns(n))), case.get("rate", CLOSED_LOOP),
-                   path.hops if path else ())
+                   path.hops if path else (), case.dims.get("tls", "off"))
 
     @property
     def workload_label(self) -> str:
@@ -54,10 +55,11 @@ class Key(NamedTuple):
 
     @property
     def knob_text(self) -> str:
-        """'/prepared/fetch_size=1': the knobs that are not at their default, for labels."""
+        """'/prepared/fetch_size=1/tls': the knobs that are not at their default, for labels."""
         return ((f"/{self.protocol}" if self.protocol != DEFAULT_PROTOCOL else "")
                 + "".join(f"/{FAMILY.knob_name(n)}={v}" for n, v in self.knobs if v != NOT_APPLICABLE)
-                + "".join(f"/{h}" for h in self.hops))
+                + "".join(f"/{h}" for h in self.hops)
+                + ("/tls" if self.tls == "on" else ""))
 
     @property
     def bench(self) -> str:
@@ -75,14 +77,14 @@ class Key(NamedTuple):
         return NetworkPath(self.pg, SOURCE_ROLE, base.latency if base else DIRECT, self.hops)
 
     def path_text(self, rtt: dict[str, float]) -> str:
-        return "unix socket" if self.path is None else self.path.describe(rtt)
+        return "unix socket" if self.path is None else self.path.describe(rtt) + (", TLS" if self.tls == "on" else "")
 
     def order(self) -> tuple:
         return (self.workload, int(self.pg), self.clients, list(TARGET_LABEL).index(self.target),
                 latency_ms(self.latency), PROTOCOLS.index(self.protocol),
                 tuple((n, int(v) if v.isdigit() else -1, v) for n, v in self.knobs),
                 self.rate != CLOSED_LOOP, float(self.rate.removesuffix("x")) if self.rate != CLOSED_LOOP else 0.0,
-                self.hops)
+                self.hops, self.tls)
 
 
 Cases = list[tuple[Key, CaseResult]]

@@ -24,7 +24,7 @@ from ...servers.pgbouncer import POOL_MODES
 from ...tools import pgbench
 from ...servers.copy_tables import table_names
 from . import statements
-from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
+from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, TLS, EVIDENCE, UNTIL_CI, knob_families
 
 TABLES = ("pgbench_accounts", "pgbench_history", "pgbench_branches", "pgbench_tellers")
 REMOTE_TARGETS = ("fdw_external", "fdw_external_ro")   # the targets that cross a link to the source
@@ -173,6 +173,7 @@ DIMENSIONS = {
     "fdw_via": Dimension("fdw_via", "what the foreign server reaches the source through: direct, or a managed "
                          "PgBouncer in front of the source (bounding postgres_fdw's connections; FDW targets over "
                          "the direct path only)", ("direct", "pgbouncer"), knob=True, quiet="direct"),
+    "tls": TLS,   # the FDW hop's: postgres_fdw's connection to the source (local has none: off)
 }
 POOLER = "pgbouncer"
 PARAMETERS = {
@@ -212,15 +213,17 @@ PRESETS = {
 }
 DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "clients": ("1", "5"),
                 "latency": (DIRECT,), "pg": ("15",), "protocol": ("simple",), "rate": (CLOSED_LOOP,),
-                "via": ("direct",), "pool_mode": ("session",), "fdw_via": ("direct",)}
+                "via": ("direct",), "pool_mode": ("session",), "fdw_via": ("direct",), "tls": ("off",)}
 
 RATE_OFFERED = Metric("rate_offered_tps", "tx/s", "none", "pgbench -R: the transactions per second offered "
                       "(open loop); for a share (0.6x), that share of the path's closed-loop TPS measured for the run")
-METRICS = catalogue(*pgbench.METRICS, *statements.METRICS, RATE_OFFERED, *pooler_evidence.METRICS)
+TLS_NEGOTIATED = Metric("tls", "text", "none", "the TLS postgres_fdw's connections to the source negotiated "
+                        "(protocol, cipher, bits; off: none), as the source logged each (runs with --tls on)")
+METRICS = catalogue(*pgbench.METRICS, *statements.METRICS, RATE_OFFERED, TLS_NEGOTIATED, *pooler_evidence.METRICS)
 PRIMARY_METRIC = "tps"
 # The seeds' question is the overhead: TPS of local over TPS through each FDW target, for the same
 # workload, clients, major and protocol; local crosses no link and has no postgres_fdw option.
-BASELINE = Baseline("target", "local", free=("latency", "fdw_via", fdw.FAMILY.prefix + "."), inverse=True)
+BASELINE = Baseline("target", "local", free=("latency", "fdw_via", "tls", fdw.FAMILY.prefix + "."), inverse=True)
 
 
 def network_path(target: str, latency: str, pg: str, via: str = "direct", pool_mode: str = NOT_APPLICABLE,

@@ -48,18 +48,18 @@ from psycopg import sql
 
 from ... import scratch
 from ...evidence import Watched
-from ...errors import ServerRefused, UserError
+from ...errors import CaseError, ServerRefused, UserError
 from ...procs import password_env
 from ...matrix import Case, StudyOptions, cross, not_applicable
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ...servers import copy_tables, fdw, guc, parse_check, pgbouncer
+from ...servers import copy_tables, fdw, guc, parse_check, pgbouncer, tls
 from ...servers.network import time_statement
 from ...servers.paths import DIRECT, NetworkPath, pooler_hop
 from ...servers.topology import Server
 from ...tools import pgbench, pgbench_log, pgbench_script
-from ..base import Declared, Setup, StudyEnv, evidence_on, latencies_with_direct, links_requested, \
-    user_roles
+from ..base import Declared, Setup, StudyEnv, check_tls_given, evidence_on, latencies_with_direct, \
+    links_requested, tls_values, user_roles
 from . import pooled, report as study_report, roof, spec, statements
 from .spec import HOP, ISOLATIONS, POOLER, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 from .statements import TRACK
@@ -107,6 +107,7 @@ class FdwOverhead(Declared):
         if p.get("script_tables") and not (p.get("script") and SOURCE_ROLE in user_roles(options)):
             raise UserError("--script-tables: copies tables of your own source server for your --script; give "
                             "--script FILE and --server source=DSN too")
+        check_tls_given(options, given)
         if not p.get("script"):
             return options
         if "workload" in given:
@@ -160,16 +161,20 @@ class FdwOverhead(Declared):
         return out
 
     def cases(self, options: StudyOptions) -> list[Case]:
-        requested = options.dims["latency"]
+        requested, with_tls = options.dims["latency"], tls_values(options)
         dims = {**options.dims, "latency": latencies_with_direct(requested)}
         if "pool_mode" in dims:
             dims["pool_mode"] = pooled.pool_modes(options)
+        if "tls" in options.dims:   # local has no FDW hop: measured without TLS whatever --tls says
+            dims["tls"] = tuple(dict.fromkeys((tls.OFF, *with_tls)))
 
         def exclude(d: dict[str, str]) -> bool:
             # updatable 'false' foreign tables cannot take pgbench's writes: RO only, as in seed 001.
             if d["workload"] == "rw" and d["target"] == "fdw_external_ro":
                 return True
             if pooled.excluded(d):
+                return True
+            if d.get("tls", tls.OFF) not in ((tls.OFF,) if d["target"] == "local" else with_tls):
                 return True
             # Only the external targets cross a link; the others are always measured, directly.
             if d["target"] in REMOTE_TARGETS:
@@ -189,7 +194,7 @@ class FdwOverhead(Declared):
         t0 = time.monotonic()
         # With links requested, the source is a remote role: on its own network stack when possible.
         source = env.servers.server(SOURCE_ROLE, STATEMENTS, remote=links_requested(env.options),
-                                    bandwidth_kbit=p.get("bandwidth"))
+                                    bandwidth_kbit=p.get("bandwidth"), tls=tls.ON in tls_values(env.options))
         needs_external = any(t in REMOTE_TARGETS for t in env.options.dims["target"])
         external = env.servers.server("external", STATEMENTS) if needs_external else None
         if external is not None and not external.managed:
@@ -316,7 +321,8 @@ class FdwOverhead(Declared):
         if case["target"] != "local":
             # The case's postgres_fdw options and --set session settings in force for pgbench's (new) sessions.
             cluster, db = env.state.targets[pooled.target_key(case)]
-            fdw.set_case_options(env, case, cluster, db, [SERVER])
+            hop = tls.client_options(case.get("tls", tls.OFF), env.servers.root_cert) if env.state.source.tls else {}
+            fdw.set_case_options(env, case, cluster, db, [SERVER], hop=hop)
         if evidence_on(env.options):
             pooled.before(env, case)
 
@@ -371,8 +377,12 @@ class FdwOverhead(Declared):
         if spec.rate:   # a rate step: its p99 is the point, from a sample of at most roof's lines a second
             return self._measure_rate(env, case, spec)
         plan = pgbench_log.next_log(last_tps.get(case.case_id), spec.threads, logged.get(case.case_id, 0))
+        source = env.state.source
+        hop_log = tls.log_offset(source.logfile) if source.tls and case["target"] != "local" else None
         metrics = pgbench.run(env.bins.path("pgbench"), dataclasses.replace(spec, log=plan),
                               log=evidence_on(env.options))
+        if hop_log is not None:
+            metrics["tls"] = _fdw_tls(source, hop_log, case)
         last_tps[case.case_id] = metrics["tps"]
         logged[case.case_id] = logged.get(case.case_id, 0) + 1
         return metrics
@@ -396,6 +406,16 @@ class FdwOverhead(Declared):
 
     def findings(self, result: StudyResult) -> dict:
         return roof.findings(result)
+
+
+def _fdw_tls(source: Server, log_offset: int, case: Case) -> str:
+    """The TLS postgres_fdw's connections to the source negotiated during the measurement, as the source
+    logged them; CaseError when one of them is not the case's."""
+    try:
+        seen = tls.connections_seen(source.logfile, log_offset, source.dbname("source"), "postgres_fdw")
+        return tls.check_seen(seen, case.get("tls", tls.OFF), "postgres_fdw")
+    except (OSError, ValueError) as e:
+        raise CaseError(f"tls {case.get('tls', tls.OFF)}: {e}") from None
 
 
 def _passfile(server: Server) -> str | None:

@@ -44,16 +44,18 @@ class Key(NamedTuple):
     output: str
     fetch: str = ""
     pool_mode: str = ""          # through a PgBouncer in this mode ('': directly)
+    tls: str = "off"      # on: the location's TCP hop has TLS (lcl:tcp+tls, rmt:tcp+tls)
 
     @classmethod
     def of(cls, case: CaseResult, fetch: str = "") -> "Key":
         query, strategy = split_sqlstrat(case["sqlstrat"])
         return cls(case["pg"], case["interface"], case["method"], case["transport"], case["latency"], query,
-                   strategy, case["output"], fetch, pool_mode_of(case) or "")
+                   strategy, case["output"], fetch, pool_mode_of(case) or "", case.dims.get("tls", "off"))
 
     def testcase_order(self) -> tuple:
         return (int(self.pg), query_rank(self.query), list(STRATEGIES).index(self.strategy),
-                TRANSPORTS.index(self.transport), latency_ms(self.latency), self.pool_mode, OUTPUTS.index(self.output))
+                TRANSPORTS.index(self.transport), latency_ms(self.latency), self.pool_mode, self.tls,
+                OUTPUTS.index(self.output))
 
     def order(self) -> tuple:
         return (*self.testcase_order(), INTERFACES.index(self.interface), METHODS.index(self.method),
@@ -66,8 +68,10 @@ class Key(NamedTuple):
 
     @property
     def location(self) -> str:
-        """The seed's conninfos key, and '+pgbouncer-MODE' through a pooler (lcl:ipc+pgbouncer-session)."""
-        return conndesc(self.transport, self.latency) + (f"+pgbouncer-{self.pool_mode}" if self.pool_mode else "")
+        """The seed's conninfos key, '+pgbouncer-MODE' through a pooler (lcl:ipc+pgbouncer-session) and
+        +tls where the case's TCP hop has TLS (beyond the seed)."""
+        return conndesc(self.transport, self.latency) + (f"+pgbouncer-{self.pool_mode}" if self.pool_mode else "") \
+            + ("+tls" if self.tls == "on" else "")
 
     @property
     def client(self) -> str:
@@ -251,7 +255,8 @@ def _location_table(groups: list[Group], pgs: _Pg, rtt: dict[str, float]) -> Tab
                           "avg_nml_drng", "Published avg_nml_dur", "Published avg_nml_drng"], rows,
                  ["Normalised among the transports of each interface/method testcase. lcl:ipc: unix socket; "
                   "lcl:tcp: loopback TCP; rmt:tcp: the remote server over TCP (the seed's: another machine on "
-                  "its LAN; here a second server on its own network stack, rmt+Nms: behind an emulated link)."],
+                  "its LAN; here a second server on its own network stack, rmt+Nms: behind an emulated link); "
+                  "+tls: with TLS, the server verified (sslmode=verify-full)."],
                  3, (4, 8))
 
 

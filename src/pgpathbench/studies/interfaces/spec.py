@@ -12,6 +12,7 @@ presets, the metric catalogue, and which network path a case crosses.
   (beyond the seed)     --via        direct, pgbouncer (a managed PgBouncer in front of the server, over
                                      the case's transport: its unix socket, or TCP with scram-sha-256),
                         --pool-mode  session, transaction
+                        --tls        off, on: TLS on tcp and remote (seed 003's "cost of SSL")
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ...servers.cluster import TCP_AUTH
 from ...servers.paths import DIRECT, NetworkPath, pooler_hop
 from ...servers.pgbouncer import POOL_MODES
 from ...tools.spawn import process_figures as spawn_figures, process_metrics
-from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
+from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, TLS, EVIDENCE, UNTIL_CI, knob_families
 
 INTERFACES = ("libpq", "odbc", "jdbc", "psycopg")
 SEED_IFNAME = {"libpq": "libpq", "odbc": "ODBC", "jdbc": "JDBC", "psycopg": "psycopg"}
@@ -196,6 +197,7 @@ DIMENSIONS = {
     "pool_mode": Dimension("pool_mode", "PgBouncer's pool_mode with --via pgbouncer (direct cases: '-'); jdbc and "
                            "psycopg are not measured in transaction mode (they prepare repeated queries)",
                            POOL_MODES, knob=True, quiet=NOT_APPLICABLE),
+    "tls": TLS,
 }
 PARAMETERS = {
     "iterations": Parameter("iterations", "how many times sql001 runs per measurement (seed: 50k)", parse_rows(1)),
@@ -246,7 +248,7 @@ PRESETS = {
 EACH_ONLY = {"transport": "each_transports", "method": "each_methods"}   # dimension -> the parameter limiting it
 DEFAULT_DIMS = {"interface": INTERFACES, "method": METHODS, "fetch": ("1000",), "transport": TRANSPORTS,
                 "sqlstrat": SQLSTRATS, "output": OUTPUTS, "latency": (DIRECT,), "pg": ("15",), "via": ("direct",),
-                "pool_mode": ("session",)}
+                "pool_mode": ("session",), "tls": ("off",)}
 
 
 def excluded(d: dict[str, str], requested_latencies, each_only: dict[str, str]) -> bool:
@@ -258,6 +260,8 @@ def excluded(d: dict[str, str], requested_latencies, each_only: dict[str, str]) 
         return True                  # a fetch size is the cursor method's alone; the others run once
     if d["transport"] == "unix" and not CLIENTS[d["interface"]].unix_socket:
         return True                  # pgjdbc has no unix sockets (the seed had no JDBC lcl:ipc)
+    if d["transport"] == "unix" and d.get("tls", "off") != "off":
+        return True                  # a unix socket has no TLS
     if d["sqlstrat"].endswith(":each") and any(d[dim] not in values.split(",") for dim, values in each_only.items()):
         return True
     if "pool_mode" in d and _pooler_excluded(d):
@@ -300,6 +304,8 @@ METRICS = catalogue(
     Metric("mb_per_s", "MB/s", "higher", "10^6 bytes of COPY text over the client's total"),
     Metric("ms_per_iteration", "ms", "lower", "the client's total per run of the query"),
     *ITERATION_METRICS, *pooler_evidence.CLIENT_METRICS,
+    Metric("tls", "text", "none", "the TLS the client's connections negotiated (protocol, cipher, bits; off: none), "
+           "as the server logged each (runs with --tls on)"),
 )
 PRIMARY_METRIC = "duration_ms"
 

@@ -48,12 +48,13 @@ from ...evidence import Watched, pooler as pooler_evidence
 from ...matrix import Case, StudyOptions, cross
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ...servers import guc, pgbouncer, user
+from ...servers import guc, pgbouncer, tls, user
 from ...servers.cluster import TCP_AUTH
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
 from ...tools.psql_copy import CopyFailed, Reference, copy_reference
-from ..base import Declared, Setup, StudyEnv, evidence_on, latencies_with_direct, links_requested
+from ..base import Declared, Setup, StudyEnv, check_tls_given, evidence_on, latencies_with_direct, links_requested, \
+    tls_values
 from . import charts, pooled, report as study_report, spec
 from .local import Target, local_targets, refine_local, say_local
 from .spec import LOCAL_ROLE, REMOTE_ROLE, client_times, process_figures, query_rank, split_sqlstrat
@@ -83,6 +84,10 @@ class Interfaces(Declared):
         remote = dsns.get(REMOTE_ROLE)
         if remote is not None and "remote" in options.dims["transport"]:
             _check_remote(remote, options)
+        check_tls_given(options, given)
+        if tls.ON in tls_values(options) and set(options.dims["transport"]) == {"unix"}:
+            raise UserError("--tls on: the unix transport has no TLS; add --transport tcp or remote, or leave "
+                            "--tls out")
         if dsns and spec.tcp_auth(options) != TCP_AUTH[0]:
             raise UserError(f"--tcp-auth: your server (--server {', '.join(sorted(dsns))}) checks passwords as its "
                             "pg_hba.conf says, which pgpathbench never changes; leave --tcp-auth out")
@@ -123,11 +128,12 @@ class Interfaces(Declared):
         p, transports = env.options.params, env.options.dims["transport"]
         queries = {**QUERIES, **user_queries.given(p)}
         t0 = time.monotonic()
-        auth = spec.tcp_auth(env.options)
-        local = env.servers.server(LOCAL_ROLE, tcp_auth=auth) if {"unix", "tcp"} & set(transports) else None
+        auth, with_tls = spec.tcp_auth(env.options), tls.ON in tls_values(env.options)
+        local = env.servers.server(LOCAL_ROLE, tcp_auth=auth, tls=with_tls and "tcp" in transports) \
+            if {"unix", "tcp"} & set(transports) else None
         # The seed's other machine: a second server, on its own network stack when we can make one.
-        remote = env.servers.server(REMOTE_ROLE, remote=True, bandwidth_kbit=p.get("bandwidth"), tcp_auth=auth) \
-            if "remote" in transports else None
+        remote = env.servers.server(REMOTE_ROLE, remote=True, bandwidth_kbit=p.get("bandwidth"), tcp_auth=auth,
+                                    tls=with_tls) if "remote" in transports else None
         servers = [c for c in (local, remote) if c is not None]
         env.log(f"servers up in {time.monotonic() - t0:.1f} s")
         if local is not None:
@@ -220,15 +226,17 @@ class Interfaces(Declared):
 
     def _client_versions(self, env: StudyEnv, targets: dict[tuple[str, str, str], Target]) -> dict[str, str]:
         """Every client once (select 1): its version, and a failure now rather than in every case."""
-        paths: dict[str, tuple[str, str, str]] = {}
+        first: dict[str, Case] = {}   # each client's first case, one with TLS if it has one (verified now)
         for case in self.cases(env.options):
-            paths.setdefault(case["interface"], pooled.target_key(case))
+            if case["interface"] not in first or case.get("tls") == tls.ON != first[case["interface"]].get("tls"):
+                first[case["interface"]] = case
         versions = {}
         jvm = shlex.split(env.options.params["jvm_options"])
-        for iface, path in paths.items():
+        for iface, case in first.items():
+            target = targets[pooled.target_key(case)]
             try:
-                versions[iface] = run_native_client(iface, targets[path].conninfo, "select 1", timeout=120,
-                                                    jvm_options=jvm, env=targets[path].env()).output["version"]
+                versions[iface] = run_native_client(iface, case_conninfo(env, target, case), "select 1", timeout=120,
+                                                    jvm_options=jvm, env=target.env()).output["version"]
             except CaseError as e:
                 raise UserError(f"--interface: the {iface} client does not work here: {e}") from None
         return versions
@@ -258,8 +266,10 @@ class Interfaces(Declared):
         out = st.outfile if dest == "file" else "/dev/null"
         written = None
         target = st.targets[pooled.target_key(case)]
+        log_offset = tls.log_offset(target.server.logfile) if target.server.tls else None
         try:
-            run = run_native_client(iface, target.conninfo, st.queries[query], mode=mode, keep=strategy == "once",
+            run = run_native_client(iface, case_conninfo(env, target, case), st.queries[query], mode=mode,
+                                    keep=strategy == "once",
                                     iterations=iterations, print_rows=printfrac == "p-all", dest=out,
                                     timeout=p["timeout"], jvm_options=st.jvm_options,
                                     env=target.env(guc.session(env, case)))
@@ -278,6 +288,7 @@ class Interfaces(Declared):
         if written is not None and written != (o["bytes"] if printfrac == "p-all" else 0):
             raise CaseError(f"{iface} {mode} wrote {written} bytes to its file, not the {o['bytes']} it read")
         total_s = o["total_s"]
+        negotiated = {} if log_offset is None else {"tls": _negotiated(target.server, log_offset, case, iface)}
         return {
             **process_figures(run), **client_times(o), "startup_ms": max(0.0, run.wall_s - total_s) * 1000,
             "rows": o["rows"], "bytes": o["bytes"], "iterations": o["iterations"], "checksum": o["checksum"],
@@ -285,7 +296,7 @@ class Interfaces(Declared):
             "mb_per_s": o["bytes"] / 1e6 / total_s if total_s > 0 else None,
             "ms_per_iteration": total_s * 1000 / iterations,
             **(iteration_percentiles(o["iteration_us"]) if iterations > 1 else {}),
-            "mode": mode, "version": o["version"],
+            "mode": mode, "version": o["version"], **negotiated,
         }
 
     # -- the report -------------------------------------------------------------------------
@@ -310,6 +321,24 @@ def sqlstrats(options: StudyOptions) -> tuple[str, ...]:
         raise UserError(f"--sqlstrat: '{unknown[0]}' names no query; give --query {name}=SQL or "
                         f"--query-file {name}=FILE, or choose from {','.join(spec.SQLSTRATS)}")
     return spec.user_sqlstrats(chosen, given)
+
+
+def case_conninfo(env: StudyEnv, target: Target, case: Case) -> str:
+    """The target's conninfo with the case's TLS options (servers/tls.py), over TCP to a managed server
+    with TLS; as it is otherwise (a unix socket, a user server's DSN, a run without TLS)."""
+    if target.server.tls is None or case["transport"] == "unix":
+        return target.conninfo
+    return tls.conninfo(target.conninfo, case.get("tls", tls.OFF), env.servers.root_cert)
+
+
+def _negotiated(server: Server, log_offset: int, case: Case, iface: str) -> str:
+    """The TLS the client's connections negotiated, as the server logged them; CaseError when one of
+    them is not the case's (the hop must be what the case says)."""
+    try:
+        seen = tls.connections_seen(server.logfile, log_offset, server.dbname(DB))
+        return tls.check_seen(seen, case.get("tls", tls.OFF), f"the {iface} client")
+    except (OSError, ValueError) as e:
+        raise CaseError(f"tls {case.get('tls', tls.OFF)}: {e}") from None
 
 
 def _check_remote(remote: user.UserDsn, options: StudyOptions) -> None:

@@ -47,8 +47,13 @@ def _measured(result: StudyResult, test: str) -> list[CaseResult]:
 
 
 def _link(case: CaseResult, rtt: dict[str, float]) -> str:
-    """The path to the source with its measured round trip: 'direct, 0.05 ms', '2ms link, 2.31 ms'."""
-    return NetworkPath(case["pg"], "source", case["latency"]).describe(rtt)
+    """The path to the source with its measured round trip: 'direct, 0.05 ms', '2ms link, 2.31 ms, TLS'."""
+    return NetworkPath(case["pg"], "source", case["latency"]).describe(rtt) + (", TLS" if _tls(case) else "")
+
+
+def _tls(case: CaseResult) -> bool:
+    """Whether the case's FDW hop has TLS (--tls on)."""
+    return case.get("tls", "off") == "on"
 
 
 def _size_order(case: CaseResult) -> tuple:
@@ -109,11 +114,12 @@ def per_row_table(cases: list[CaseResult], rtt: dict[str, float]) -> Table:
         through = defaultdict(list)
         for c in ours:
             if c["access"] == "fdw":
-                through[c["latency"]].append(c)
-        for latency in sorted(through, key=latency_ms):
-            ref = SAMPLING_US_PER_ROW["send_localhost"] if latency == DIRECT else None
-            rows.append([pg, "send a row through postgres_fdw", _link(through[latency][0], rtt),
-                         *_fit_cells(_fit(send_points(through[latency], ours))), ref])
+                through[(c["latency"], _tls(c))].append(c)
+        for latency, with_tls in sorted(through, key=lambda k: (latency_ms(k[0]), k[1])):
+            ref = SAMPLING_US_PER_ROW["send_localhost"] if latency == DIRECT and not with_tls else None
+            hop = through[(latency, with_tls)]
+            rows.append([pg, "send a row through postgres_fdw", _link(hop[0], rtt),
+                         *_fit_cells(_fit(send_points(hop, ours))), ref])
     notes = ["Published: seed 004 — reading+sampling about 0.2 us, sending about 1.5 us on localhost and "
              "5.5 us on a LAN (about 0.1 ms RTT); compare with the link of similar measured RTT."]
     if any(row[4] == TOO_FEW for row in rows):
@@ -249,9 +255,9 @@ def study_plots(result: StudyResult) -> list[Plot]:
 def sampling_plots(cases: list[CaseResult], rtt: dict[str, float]) -> list[Plot]:
     charts: dict[tuple, list[CaseResult]] = defaultdict(list)
     for c in sorted(cases, key=lambda c: (*_size_order(c), c["access"])):
-        charts[(c["pg"], c["rows"], c["access"], c["latency"])].append(c)
+        charts[(c["pg"], c["rows"], c["access"], c["latency"], _tls(c))].append(c)
     plots = []
-    for (pg, size, access, _), chart in charts.items():
+    for (pg, size, access, *_), chart in charts.items():
         where = "directly on the source" if access == "direct" else f"through postgres_fdw ({_link(chart[0], rtt)})"
         series = {method: [_median_point(float(c["fraction"]), c) for c in
                            sorted(chart, key=lambda c: float(c["fraction"])) if c["method"] == method]

@@ -13,7 +13,7 @@ from ... import validate
 from ...matrix import Dimension, Preset
 from ...metrics import Metric, catalogue
 from ...results.baseline import Baseline
-from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, EVIDENCE, UNTIL_CI, knob_families
+from ..base import Role, Vocabulary, BANDWIDTH, LATENCY, PG, TLS, EVIDENCE, UNTIL_CI, knob_families
 from ...servers.paths import DIRECT
 
 NA = "-"   # the value of a dimension the case's test does not have
@@ -93,6 +93,8 @@ METRICS = catalogue(
     Metric("sampled_fraction", "1", "none", "sampling: rows_sampled / rows_table"),
     *(Metric(name, "1", "lower", f"analyze: {meaning}") for name, meaning in STATISTICS_ERRORS.items()),
     *(Metric(name, "text", "none", meaning) for name, meaning in SQL_TEXTS.items()),
+    Metric("tls", "text", "none", "through the FDW: the TLS its connection to the source negotiated (protocol, "
+           "cipher, bits; off: none), from the source's pg_stat_ssl (runs with --tls on)"),
 )
 
 
@@ -109,6 +111,7 @@ DIMENSIONS = {
     "stats_target": Dimension("stats_target", "analyze test: default_statistics_target", parse=parse_target),
     "latency": LATENCY,
     "pg": PG,
+    "tls": TLS,   # the FDW hop's: postgres_fdw's connection to the source (direct cases have none: off)
 }
 PARAMETERS = {"bandwidth": BANDWIDTH, "evidence": EVIDENCE, "until_ci": UNTIL_CI}
 # quick: target 100 samples 30,000 rows of 100k (a sample size within a few percent: TABLESAMPLE
@@ -126,12 +129,13 @@ PRESETS = {
 }
 DEFAULT_DIMS = {"test": ("sampling", "analyze"), "rows": ("10k", "1M"), "method": SAMPLING_METHODS,
                 "fraction": FRACTIONS_PAPER, "access": ("direct", "fdw"), "analyze_sampling": ANALYZE_MODES,
-                "stats_target": ("100", "1000", "10000"), "latency": (DIRECT,), "pg": ("17",)}
+                "stats_target": ("100", "1000", "10000"), "latency": (DIRECT,), "pg": ("17",),
+                "tls": ("off",)}
 
 # The seed's question is what the FDW costs: sampling through it over the same sample taken on the
 # source (direct cases cross no link), ANALYZE of the foreign table over ANALYZE of the local one
 # (the direct analyze case, analyze_sampling local) of the same size and statistics target.
-BASELINE = Baseline("access", "direct", free=("latency", "analyze_sampling"))
+BASELINE = Baseline("access", "direct", free=("latency", "analyze_sampling", "tls"))
 # The seed's other question, read by the report only: through the FDW, transferring every row
 # (`full`, sampled on arrival) over sampling on the source, the same sample fraction, link and
 # size: full's duration / the method's, above 1 where sampling remotely is cheaper.

@@ -42,14 +42,15 @@ from ...errors import CaseError, UserError, reason
 from ...evidence import Watched, flush_statistics
 from ...evidence.snapshots import Unavailable, read_statements, statement_deltas
 from ...matrix import Case, StudyOptions, cross
-from ...servers import fdw, guc
+from ...servers import fdw, guc, tls
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
 from ...report import Plot, Table
 from ...results.model import StudyResult
-from ..base import Declared, Setup, StudyEnv, latencies_with_direct, links_requested, user_roles
+from ..base import Declared, Setup, StudyEnv, check_tls_given, latencies_with_direct, links_requested, tls_values, \
+    user_roles
 from .report import study_plots, study_tables
-from . import spec
+from . import hop, spec
 from .spec import NA, ROW_BYTES, row_count, table_name, view_name
 
 SOURCE_DB = "source"
@@ -74,8 +75,15 @@ class RemoteSampling(Declared):
     vocabulary = spec.VOCABULARY
 
     # -- the matrix -------------------------------------------------------------------------
+    def refine(self, options: StudyOptions, given: set[str]) -> StudyOptions:
+        check_tls_given(options, given)
+        return options
+
     def cases(self, options: StudyOptions) -> list[Case]:
         dims = dict(options.dims)
+        with_tls = tls_values(options)
+        if "tls" in dims:   # a direct case has no FDW hop: measured without TLS whatever --tls says
+            dims["tls"] = tuple(dict.fromkeys((tls.OFF, *with_tls)))
         requested = dims["latency"]
         old = [m for m in dims["pg"] if int(m) < 16]
         modes = _sampling_modes(options)
@@ -95,6 +103,8 @@ class RemoteSampling(Declared):
                 return True
             direct = d["access"] == "direct"
             if not sampling and direct != (d["analyze_sampling"] == "local"):
+                return True
+            if d.get("tls", tls.OFF) not in ((tls.OFF,) if direct else with_tls):
                 return True
             return d["latency"] != DIRECT if direct else d["latency"] not in requested
 
@@ -118,7 +128,8 @@ class RemoteSampling(Declared):
         sizes = sorted(opts.dims["rows"], key=row_count)
         if "source" not in user_roles(opts):   # a user's source keeps the rows on its own disk
             self._check_disk(env, sizes)
-        source = env.servers.server("source", STATEMENTS, remote=links_requested(opts), bandwidth_kbit=bandwidth)
+        source = env.servers.server("source", STATEMENTS, remote=links_requested(opts), bandwidth_kbit=bandwidth,
+                                    tls=tls.ON in tls_values(opts))
         external = env.servers.server("external")
         if not external.managed:
             fdw.warn_logged_password(env.log, external)
@@ -181,7 +192,8 @@ class RemoteSampling(Declared):
         conn = _connection(env, *self._where(env, case, through_fdw))
         guc.set_session(conn, env, case)
         if through_fdw:
-            fdw.set_case_options(env, case, *self._where(env, case, True), [FDW_SERVER], kept=[conn])
+            fdw.set_case_options(env, case, *self._where(env, case, True), [FDW_SERVER], kept=[conn],
+                                 hop=hop.options(env, case))
         if case["test"] == "analyze" and case["analyze_sampling"] != "local" and not env.state.statements_missing:
             # ANALYZE's remote SQL is read back: what the source's statements counted from now on.
             env.state.statements_before = _statements(env, with_text=False)
@@ -195,9 +207,10 @@ class RemoteSampling(Declared):
         return [env.state.external.watched("external", env.state.dbs[case["latency"]]), source]
 
     def measure(self, env: StudyEnv, case: Case) -> dict:
-        if case["test"] == "sampling":
-            return self._measure_sampling(env, case)
-        return self._measure_analyze(env, case)
+        metrics = self._measure_sampling(env, case) if case["test"] == "sampling" else self._measure_analyze(env, case)
+        if _through_fdw(case) and env.state.source.tls:
+            metrics["tls"] = hop.negotiated(env, case, _source(env), SOURCE_DB)
+        return metrics
 
     def _measure_sampling(self, env: StudyEnv, case: Case) -> dict:
         size, method, f = case["rows"], case["method"], case["fraction"]

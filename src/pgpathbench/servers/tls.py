@@ -1,0 +1,190 @@
+"""TLS between clients and managed servers (the `tls` dimension): a run's CA, each server's
+certificate, the server settings and the client options, in one place each.
+
+A run with TLS cases gets a CA of its own (servers/RUN/tls/: made with the `cryptography` package,
+never by an openssl command line) and every managed server a certificate signed by it whose
+subject alternative names are the addresses and names clients reach it by: 127.0.0.1, localhost,
+and its network namespace's address. Keys are 0600 and belong to the servers' OS user; nothing is
+written outside the run's directory, so what removes a run's files (its end, `clean`, a resumed
+run's start) removes them, and a resumed run makes them anew.
+
+A server with TLS has ssl=on and still accepts clients without it: the case says which (its
+client options: sslmode=disable for off, verify-full against the run's CA for on). It logs each
+connection (log_connections), whose line carries the TLS the connection negotiated (the values
+pg_stat_ssl shows while it lives): connections_seen() reads that for a measurement, so the TLS of
+clients that connect and leave within it is the server's record, not a guess.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from ..procs import OsUser
+
+OFF, ON = "off", "on"
+VALUES = (OFF, ON)
+VALID_DAYS = 30
+LOCAL_NAMES = ("127.0.0.1", "localhost")   # a server's loopback (and a proxy's address on it)
+
+
+@dataclass(frozen=True)
+class ServerFiles:
+    """A server's certificate and key (PEM), as ssl_cert_file and ssl_key_file name them."""
+    cert: Path
+    key: Path
+
+
+class Authority:
+    """A run's CA in `directory` (made on first use), which signs its servers' certificates."""
+
+    def __init__(self, directory: Path, user: OsUser):
+        self.directory, self.user = directory, user
+
+    @property
+    def root_cert(self) -> Path:
+        """What clients verify servers against (sslrootcert)."""
+        return self.directory / "ca.crt"
+
+    def _load(self) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+        key_path = self.directory / "ca.key"
+        if not key_path.exists() or not self.root_cert.exists():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.directory, 0o700)
+            self.user.chown(self.directory)
+            key = ec.generate_private_key(ec.SECP256R1())
+            # A name of its own: verification looks an issuer up by name, so another CA by the same name
+            # would fail only at its signature (OpenSSL's obscure "EVP lib"), not as an unknown issuer.
+            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"pgpathbench run CA {secrets.token_hex(6)}")])
+            cert = (_builder(name, name, key.public_key())
+                    .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                    .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                                   critical=True)
+                    .sign(key, hashes.SHA256()))
+            self._write(key_path, _key_pem(key))
+            self._write(self.root_cert, cert.public_bytes(serialization.Encoding.PEM), mode=0o644)
+            return key, cert
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        return key, x509.load_pem_x509_certificate(self.root_cert.read_bytes())
+
+    def issue(self, name: str, hosts: tuple[str, ...]) -> ServerFiles:
+        """A certificate for server `name` valid for `hosts` (addresses or names) besides loopback."""
+        ca_key, ca_cert = self._load()
+        key = ec.generate_private_key(ec.SECP256R1())
+        alt_names = [_alt_name(h) for h in dict.fromkeys((*LOCAL_NAMES, *hosts))]
+        cert = (_builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]), ca_cert.subject,
+                         key.public_key())
+                .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                .sign(ca_key, hashes.SHA256()))
+        files = ServerFiles(self.directory / f"{name}.crt", self.directory / f"{name}.key")
+        self._write(files.key, _key_pem(key))
+        self._write(files.cert, cert.public_bytes(serialization.Encoding.PEM), mode=0o644)
+        return files
+
+    def _write(self, path: Path, data: bytes, mode: int = 0o600) -> None:
+        """Created with `mode` (a key is never readable by others, not even for a moment), the servers' user's."""
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        self.user.chown(path)
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=VALID_DAYS)))
+
+
+def _key_pem(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _alt_name(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
+# -- the server's side and the client's ---------------------------------------------------------
+def server_settings(files: ServerFiles | None) -> dict[str, str]:
+    """A managed server's TLS settings (held: --set may not vary them): off without files."""
+    if files is None:
+        return {"ssl": "off"}
+    return {"ssl": "on", "ssl_cert_file": str(files.cert), "ssl_key_file": str(files.key), "log_connections": "on"}
+
+
+def client_options(tls: str, root_cert: Path) -> dict[str, str]:
+    """libpq's options (and postgres_fdw's, which takes libpq's) for a case's TLS value: the server
+    verified against the run's CA, host name included, or no TLS at all (libpq's default, prefer,
+    would take it where the server offers it)."""
+    if tls == ON:
+        return {"sslmode": "verify-full", "sslrootcert": str(root_cert)}
+    return {"sslmode": "disable"}
+
+
+def conninfo(base: str, tls: str, root_cert: Path) -> str:
+    """A conninfo (keyword form) with the case's TLS options after the others (libpq takes the last)."""
+    return base + "".join(f" {k}={v}" for k, v in client_options(tls, root_cert).items())
+
+
+# -- what the server saw --------------------------------------------------------------------------
+_AUTHORIZED = re.compile(r"connection authorized: user=(\S+) database=(\S+)(?: application_name=(.*?))?"
+                         r"(?: SSL enabled \(protocol=(\S+), cipher=(\S+), bits=(\d+)\))?$")
+
+
+def log_offset(logfile: Path) -> int:
+    try:
+        return logfile.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def connections_seen(logfile: Path, offset: int, database: str, application_name: str | None = None) -> list[str]:
+    """The TLS of every connection to `database` (of `application_name`, when given) the server
+    authorized since `offset` of its log: 'TLSv1.3 TLS_AES_256_GCM_SHA384 256' or 'off' each."""
+    with open(logfile, "rb") as f:
+        f.seek(offset)
+        lines = f.read().decode(errors="replace").splitlines()
+    seen = []
+    for line in lines:
+        m = _AUTHORIZED.search(line)
+        if m and m.group(2) == database and (application_name is None or m.group(3) == application_name):
+            seen.append(f"{m.group(4)} {m.group(5)} {m.group(6)}" if m.group(4) else OFF)
+    return seen
+
+
+def sessions_seen(conn, database: str, application_name: str) -> list[str]:
+    """The TLS of the live sessions of `application_name` in `database`, from pg_stat_ssl (what a
+    connection that stays, as a kept session's postgres_fdw one, negotiated): as connections_seen()."""
+    rows = conn.execute("SELECT s.ssl, s.version, s.cipher, s.bits FROM pg_stat_ssl s JOIN pg_stat_activity a "
+                        "USING (pid) WHERE a.datname = %s AND a.application_name = %s",
+                        (database, application_name)).fetchall()
+    return [f"{version} {cipher} {bits}" if ssl else OFF for ssl, version, cipher, bits in rows]
+
+
+def check_seen(seen: list[str], tls: str, what: str) -> str:
+    """The TLS the case's connections negotiated (one value), or ValueError when one of them is not the
+    case's (on: every connection encrypted; off: none), or none was seen."""
+    if not seen:
+        raise ValueError(f"the server logged no connection of {what}")
+    wrong = [s for s in seen if (s == OFF) == (tls == ON)]
+    if wrong:
+        raise ValueError(f"{len(wrong)} of {len(seen)} connections of {what} were "
+                         f"{'not encrypted' if tls == ON else 'encrypted'}, with tls {tls}")
+    return ", ".join(sorted(set(seen)))
