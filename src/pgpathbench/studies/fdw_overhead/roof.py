@@ -19,11 +19,14 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from dataclasses import dataclass
+from typing import Callable
 
 from ...errors import UserError
 from ...matrix import Case, StudyOptions
 from ...report import Plot, Point, Table
 from ...results.model import CaseResult, StudyResult
+from ...tools import pgbench, pgbench_log
+from ..base import StudyEnv
 from .report import Cases, cases_of
 from .spec import AUTO, AUTO_STEPS, CLOSED_LOOP as CLOSED
 
@@ -32,6 +35,31 @@ KNEE_FACTOR = 2.0
 # Rate steps log up to this many transactions a second per pgbench thread (2-4 µs each: under
 # 0.4% of the thread), ten times the closed loop's: the p99 is the point of a step.
 LOG_LINES_PER_THREAD_S = 1000
+
+
+def closed_loop_tps(env: StudyEnv, cases: list[Case], closed_tps: Callable[[Case], float]) -> dict:
+    """--rate 0.6x (auto): the closed-loop TPS of each path the shares are taken of, measured once
+    (closed_tps) by the run's first session and pinned in its options, so that a resumed run offers
+    the same rates; what to pin ({} when nothing new was measured)."""
+    known = (env.options.params.get(PINNED) or {}).get(env.major) or {}
+    stored = dict(known)
+    twins = {closed_twin(c).case_id: closed_twin(c) for c in cases if share(c.get("rate", ""))}
+    for case_id, twin in twins.items():
+        if case_id not in stored:
+            stored[case_id] = closed_tps(twin)
+            env.log(f"--rate: {case_id} runs {stored[case_id]:,.0f} TPS in a closed loop")
+    env.state.closed_tps = stored
+    return {PINNED: {env.major: stored}} if stored != known else {}
+
+
+def measure_rate(env: StudyEnv, case: Case, spec: pgbench.TimedRun) -> dict:
+    """A rate step, always with its per-transaction log: sampled for what the step achieved last
+    (a rate past the path's roof is offered, not run), else for the rate offered."""
+    expected = min(spec.rate, env.state.last_tps.get(case.case_id) or spec.rate)
+    plan = pgbench_log.LogPlan(rate=pgbench_log.sampling_rate(expected, spec.threads, LOG_LINES_PER_THREAD_S))
+    metrics = pgbench.run(env.bins.path("pgbench"), dataclasses.replace(spec, log=plan))
+    env.state.last_tps[case.case_id] = metrics["tps"]
+    return {**metrics, "rate_offered_tps": spec.rate}
 
 
 def refine(options: StudyOptions, given: set[str]) -> StudyOptions:

@@ -231,7 +231,7 @@ class FdwOverhead(Declared):
         env.state.pooled_cases = [c for c in cases if pooled.pooled(c.as_dict())]
         for case in env.state.pooled_cases:   # every pooler and alias up before the first round
             pooled.poolers_of(env, case)
-        pinned = self._closed_loop_tps(env, cases)
+        pinned = roof.closed_loop_tps(env, cases, lambda twin: self._closed_tps(env, twin))
         facts = {"scale": p["scale"], "isolation": isolation,
                  "pgbench_flags": "-n always; -M per case (--protocol); -j min(clients, cores); --max-tries",
                  "foreign_server": "postgres_fdw over TCP (scram-sha-256), direct or through an emulated link",
@@ -256,20 +256,10 @@ class FdwOverhead(Declared):
                  **({"pgbouncer": pgbouncer.version()} if env.state.pooled_cases else {})}
         return Setup(tools=tools, facts=facts, pinned=pinned)
 
-    def _closed_loop_tps(self, env: StudyEnv, cases: list[Case]) -> dict:
-        """--rate 0.6x (auto): the closed-loop TPS of each path the shares are taken of, measured once
-        (pgbench -T duration, untimed) by the run's first session and pinned in its options, so that
-        a resumed run offers the same rates; what to pin ({} when nothing new was measured)."""
-        stored = dict((env.options.params.get(roof.PINNED) or {}).get(env.major) or {})
-        twins = {roof.closed_twin(c).case_id: roof.closed_twin(c) for c in cases if roof.share(c.get("rate", ""))}
-        for case_id, twin in twins.items():
-            if case_id not in stored:
-                self.before_measure(env, twin)
-                stored[case_id] = pgbench.run(env.bins.path("pgbench"), self._run(env, twin), log=False)["tps"]
-                env.log(f"--rate: {case_id} runs {stored[case_id]:,.0f} TPS in a closed loop")
-        env.state.closed_tps = stored
-        known = (env.options.params.get(roof.PINNED) or {}).get(env.major) or {}
-        return {roof.PINNED: {env.major: stored}} if stored != known else {}
+    def _closed_tps(self, env: StudyEnv, twin: Case) -> float:
+        """A closed-loop case's TPS, untimed (pgbench -T duration): what --rate's shares are of."""
+        self.before_measure(env, twin)
+        return pgbench.run(env.bins.path("pgbench"), self._run(env, twin), log=False)["tps"]
 
     @staticmethod
     def _targets(env: StudyEnv, source: Server, external: Server | None, isolation: str,
@@ -375,7 +365,7 @@ class FdwOverhead(Declared):
         last_tps, logged = env.state.last_tps, env.state.logged_runs
         spec = self._run(env, case)
         if spec.rate:   # a rate step: its p99 is the point, from a sample of at most roof's lines a second
-            return self._measure_rate(env, case, spec)
+            return roof.measure_rate(env, case, spec)
         plan = pgbench_log.next_log(last_tps.get(case.case_id), spec.threads, logged.get(case.case_id, 0))
         source = env.state.source
         hop_log = tls.log_offset(source.logfile) if source.tls and case["target"] != "local" else None
@@ -386,16 +376,6 @@ class FdwOverhead(Declared):
         last_tps[case.case_id] = metrics["tps"]
         logged[case.case_id] = logged.get(case.case_id, 0) + 1
         return metrics
-
-    @staticmethod
-    def _measure_rate(env: StudyEnv, case: Case, spec: pgbench.TimedRun) -> dict:
-        """A rate step, always with its per-transaction log: sampled for what the step achieved last
-        (a rate past the path's roof is offered, not run), else for the rate offered."""
-        expected = min(spec.rate, env.state.last_tps.get(case.case_id) or spec.rate)
-        plan = pgbench_log.LogPlan(rate=pgbench_log.sampling_rate(expected, spec.threads, roof.LOG_LINES_PER_THREAD_S))
-        metrics = pgbench.run(env.bins.path("pgbench"), dataclasses.replace(spec, log=plan))
-        env.state.last_tps[case.case_id] = metrics["tps"]
-        return {**metrics, "rate_offered_tps": spec.rate}
 
     # -- the report -------------------------------------------------------------------------
     def report(self, result: StudyResult) -> list[Table]:
