@@ -123,8 +123,10 @@ class ResultsStore:
         finally:
             users, self._users = self._users, None
             if users is not None:   # the keeper lingers for the next command (keeper.LINGER_S)
-                os.utime(users.fileno())
-                users.close()
+                try:
+                    os.utime(users.fileno())
+                finally:
+                    users.close()
 
     def __enter__(self) -> "ResultsStore":
         return self

@@ -28,8 +28,8 @@ LOCK = "results.lock"            # who decides: join, leave, start, stop
 USERS = "results.users"          # shared by every user of the cluster
 KEEPER_PID = "results.keeper"    # the keeper's pid, for users and `clean`
 POLL_S = 0.25
-# A start and the last user's stop (its shutdown checkpoint) cost each command about a second at
-# idle (bench/README.md); the gap between two commands of a script is a process start.
+# A start and the last user's stop (its shutdown checkpoint) cost each command seconds
+# (bench/README.md); the gap between two commands of a script is about a process start.
 LINGER_S = 10
 
 
