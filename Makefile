@@ -13,7 +13,7 @@ bootstrap:
 # what each drops and why), the shortest first, then one HTML page of the four runs.
 demo: bootstrap
 	$(PGPATHBENCH) run file-fdw-tpch --preset quick --layout single
-	$(PGPATHBENCH) run remote-sampling --preset quick --rows 100k --fraction 0.01,0.1
+	$(PGPATHBENCH) run remote-sampling --preset quick --rows 100k --fraction 0.01,0.1 --analyze-sampling local,off,auto
 	$(PGPATHBENCH) run fdw-overhead --preset quick --workload ro --target local,fdw_local,fdw_external
 	$(PGPATHBENCH) run interfaces --preset quick --method normal
 	@echo "HTML report of the four runs:"
