@@ -9,13 +9,13 @@ DEMO_REPORT = demo-report.html
 bootstrap:
 	@scripts/bootstrap
 
-# Every study at its quick preset, the shortest first (its table is on screen within the first
-# minute), then one HTML page of the four runs.
+# Every study at its quick preset narrowed to its seed's headline comparison (bench/README.md says
+# what each drops and why), the shortest first, then one HTML page of the four runs.
 demo: bootstrap
-	$(PGPATHBENCH) run file-fdw-tpch --preset quick
-	$(PGPATHBENCH) run remote-sampling --preset quick
-	$(PGPATHBENCH) run fdw-overhead --preset quick
-	$(PGPATHBENCH) run interfaces --preset quick
+	$(PGPATHBENCH) run file-fdw-tpch --preset quick --layout single
+	$(PGPATHBENCH) run remote-sampling --preset quick --rows 100k --fraction 0.01,0.1 --analyze-sampling local,off,auto
+	$(PGPATHBENCH) run fdw-overhead --preset quick --workload ro --target local,fdw_local,fdw_external
+	$(PGPATHBENCH) run interfaces --preset quick --method normal
 	@echo "HTML report of the four runs:"
 	@$(PGPATHBENCH) report latest~3 latest~2 latest~1 latest --html $(DEMO_REPORT) --overwrite
 

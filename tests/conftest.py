@@ -137,9 +137,11 @@ def cmdlines() -> dict[int, str]:
 
 
 def our_processes(root: Path) -> list[str]:
-    """Command lines of live processes that belong to a workspace (servers, pgbench)."""
+    """Command lines of live processes that belong to a workspace's runs (servers, pgbench): not its
+    results cluster, which outlives a command by keeper.LINGER_S (tests/integration/test_keeper.py)."""
     return [f"{pid}: {cmd}" for pid, cmd in cmdlines().items()
-            if str(root) in cmd and "pytest" not in cmd and "pgpathbench.cli" not in cmd]
+            if str(root) in cmd and "pytest" not in cmd and "pgpathbench.cli" not in cmd
+            and f"{root}/results/" not in cmd and "pgpathbench.store.keeper" not in cmd]
 
 
 def netns_of_run(run_id: str) -> list[str]:

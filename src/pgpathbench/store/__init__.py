@@ -123,8 +123,11 @@ class ResultsStore:
             self.conn.close()
         finally:
             users, self._users = self._users, None
-            if users is not None:
-                _leave(self._workspace, users)
+            if users is not None:   # the keeper lingers for the next command (keeper.LINGER_S)
+                try:
+                    os.utime(users.fileno())
+                finally:
+                    users.close()
 
     def __enter__(self) -> "ResultsStore":
         return self
@@ -361,8 +364,9 @@ def _start_keeper(workspace: Workspace, cluster: Cluster) -> int:
 
 
 def _leave(workspace: Workspace, users) -> list[str] | None:
-    """Give up our share; the last user out stops the keeper (and so the cluster) and waits. What
-    it stopped; None while others use the cluster."""
+    """Give up our share and, when nobody else uses the cluster, stop the keeper (and so the
+    cluster) at once and wait: `clean`, a store that could not open. What it stopped; None while
+    others use the cluster."""
     with open(workspace.root / keeper.LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -7,9 +7,10 @@ and leaving are decided under the exclusive `results.lock`, and the exclusive lo
 
 The first user starts the keeper: a small detached process (its own session, no parent-death
 signal) whose child is the postmaster, with a parent-death signal, so that even a SIGKILL of
-the keeper stops the cluster. The keeper stops the cluster and exits when nobody holds
-`results.users` any more: at once when the last user leaves (it sends SIGTERM and waits), or
-within a quarter of a second when the last user died without leaving.
+the keeper stops the cluster. The keeper stops the cluster and exits once nobody has held
+`results.users` for LINGER_S (a user touches it as it leaves; one that died without leaving is
+missed within a quarter of a second), so that the next command, `make demo`'s next study, finds
+it running; `clean` stops it at once (SIGTERM, and waits).
 
     python -c 'from pgpathbench.store.keeper import main; ...' '{"root": ..., "bindir": ..., "workspace": ...}'
 prints `ready PORT` (or `error MESSAGE`) on stdout once, then closes it.
@@ -27,6 +28,9 @@ LOCK = "results.lock"            # who decides: join, leave, start, stop
 USERS = "results.users"          # shared by every user of the cluster
 KEEPER_PID = "results.keeper"    # the keeper's pid, for users and `clean`
 POLL_S = 0.25
+# A start and the last user's stop (its shutdown checkpoint) cost each command seconds
+# (bench/README.md); the gap between two commands of a script is about a process start.
+LINGER_S = 10
 
 
 class _Stop(Exception):
@@ -37,18 +41,22 @@ def _stop(signum, frame):
     raise _Stop()
 
 
-def _stop_when_unused(workspace: Path, users_fd: int, cluster) -> bool:
-    """Stop the cluster if no process holds results.users; under results.lock, so that nobody
-    joins a cluster being stopped."""
+def _stop_if_unused(workspace: Path, users_fd: int, cluster, busy_at: float) -> float | None:
+    """Stop the cluster once nobody has held results.users for LINGER_S since busy_at (when it was
+    last seen in use) or since the last user left (the file's mtime); under results.lock, so that
+    nobody joins a cluster being stopped. None once stopped, else when it was last seen in use."""
     with open(workspace / LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             fcntl.flock(users_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return False
+            return time.time()
+        if time.time() < max(busy_at, os.fstat(users_fd).st_mtime) + LINGER_S:
+            fcntl.flock(users_fd, fcntl.LOCK_UN)
+            return busy_at
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         cluster.stop()
-        return True
+        return None
 
 
 def main(spec: dict) -> int:
@@ -71,7 +79,8 @@ def main(spec: dict) -> int:
         print(f"ready {cluster.port}", flush=True)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
-        while cluster.running and not _stop_when_unused(workspace, users_fd, cluster):
+        busy_at = time.time()   # the user that started us holds results.users
+        while cluster.running and (busy_at := _stop_if_unused(workspace, users_fd, cluster, busy_at)) is not None:
             time.sleep(POLL_S)
     except _Stop:
         pass
