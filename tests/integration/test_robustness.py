@@ -21,6 +21,7 @@ import pytest
 from conftest import (REPO, assert_user_error, close_workspace, cmdlines, netns_of_run, our_processes, pgpathbench,
                       report_json, spawn_pgpathbench, started_cluster)
 from pgpathbench.servers.cluster import socket_dir
+from pgpathbench.workspace import GATE
 
 SMALL = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_local",
          "--clients", "1", "--repeat", "2", "--duration", "1"]
@@ -208,6 +209,16 @@ def test_clean_after_a_sigkilled_run_removes_what_it_left_and_resume_completes(w
     complete(ws, run_id, 3)
 
 
+def holds_flock(pid: int, path: Path) -> bool:
+    """Whether process `pid` holds a flock on `path` (/proc/locks: pid and device:inode)."""
+    try:
+        inode = os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+    return any(f[4] == str(pid) and f[5].endswith(f":{inode}")
+               for f in (line.split() for line in Path("/proc/locks").read_text().splitlines()) if len(f) > 5)
+
+
 def initdb_of(under: Path, timeout: float = 120) -> int:
     """The pid of the first initdb that makes a cluster below `under`, or of the cp that copies one there
     from the workspace's template (servers/template.py), as soon as it runs."""
@@ -243,7 +254,9 @@ def test_clean_beside_a_live_run_touches_nothing_of_it(ws):
         measuring = pgpathbench("clean", workspace=ws)
         reader = spawn_pgpathbench("runs", workspace=ws)
         try:
-            while not (ws / "processes" / str(reader.pid)).exists():   # it is in the workspace: held there
+            # In the workspace: its share of the gate taken (its record alone is not enough: stopped
+            # between the two, `clean --all` would come first and it would wait, unnamed).
+            while not holds_flock(reader.pid, ws / GATE):
                 assert reader.poll() is None, reader.communicate()
                 time.sleep(0.01)
             reader.send_signal(signal.SIGSTOP)
