@@ -48,9 +48,9 @@ def test_every_transaction_logged_with_two_threads(server, log_dirs, monkeypatch
     logs: list[pgbench_log.TransactionLog] = []
     read = pgbench_log.read_transaction_log
 
-    def spying(directory: Path):
+    def spying(directory: Path, **kw):
         files.extend(p.name for p in pgbench_log.log_files(directory))
-        logs.append(read(directory))
+        logs.append(read(directory, **kw))
         return logs[-1]
     monkeypatch.setattr(pgbench_log, "read_transaction_log", spying)
 

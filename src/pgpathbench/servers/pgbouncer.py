@@ -87,6 +87,7 @@ class Pooler:
     port: int | None = None
     databases: dict[str, tuple[str, str]] = field(default_factory=dict)   # alias -> (dbname, pool mode)
     _proc: subprocess.Popen | None = field(default=None, repr=False)
+    tls = None   # no TLS on its legs yet (--tls on with a pooler is refused): clients ask it for none
 
     # -- files --------------------------------------------------------------------------------
     @property
