@@ -44,7 +44,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from psycopg import sql
 
 from ... import scratch
 from ...evidence import Watched
@@ -60,11 +59,11 @@ from ...servers.topology import Server
 from ...tools import pgbench, pgbench_log, pgbench_script
 from ..base import Declared, Setup, StudyEnv, check_tls_given, evidence_on, latencies_with_direct, \
     links_requested, tls_values, user_roles
-from . import pooled, report as study_report, roof, spec, statements
+from .fdw_targets import SERVER
+from . import fdw_targets, pooled, report as study_report, roof, spec, statements
 from .spec import HOP, ISOLATIONS, POOLER, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 from .statements import TRACK
 
-SERVER = "source_server"    # the foreign server, in every database with foreign tables
 # The FDW hop probe (probe()): stored beside the links' round trips as <path id>+fdw_scan (spec.HOP).
 HOP_SCAN, HOP_SCANS = "SELECT abalance FROM pgbench_accounts WHERE aid = 1", 20
 # pg_stat_statements on every server: what postgres_fdw sent to the source is evidence, counted in
@@ -222,10 +221,10 @@ class FdwOverhead(Declared):
             env.log(f"--init {p['init']['name']} run on the source in {time.monotonic() - t0:.1f} s")
 
         isolation = ISOLATIONS[p["isolation"]]
-        _set_isolation(source, "source", isolation)
+        fdw_targets.set_isolation(source, "source", isolation)
         with source.connect("source") as conn:   # the scripts' tables too: ours in public, no extension's
             tables = fdw.own_relations(conn) if p.get("init") or p.get("script_tables") else TABLES
-        env.state = FdwOverheadState(source, self._targets(env, source, external, isolation, tables),
+        env.state = FdwOverheadState(source, fdw_targets.targets(env, source, external, isolation, tables),
                                      _script_files(p.get("script") or []), copied)
         cases = [c for c in self.cases(env.options) if c["pg"] == env.major]
         env.state.pooled_cases = [c for c in cases if pooled.pooled(c.as_dict())]
@@ -260,31 +259,6 @@ class FdwOverhead(Declared):
         """A closed-loop case's TPS, untimed (pgbench -T duration): what --rate's shares are of."""
         self.before_measure(env, twin)
         return pgbench.run(env.bins.path("pgbench"), self._run(env, twin), log=False)["tps"]
-
-    @staticmethod
-    def _targets(env: StudyEnv, source: Server, external: Server | None, isolation: str,
-                 tables: tuple[str, ...]) -> dict[tuple[str, str, str], tuple[Server, str]]:
-        """(target, latency, FDW hop) -> (cluster, database) pgbench connects to, foreign tables made:
-        a database per target and link, and per pool mode of a pooler on the FDW hop (--fdw-via)."""
-        bandwidth = env.options.params.get("bandwidth")
-        targets = {("local", DIRECT, "direct"): (source, "source")}
-        # fdw_local's path to the source is the direct loopback one: probed like every link.
-        env.servers.path(NetworkPath(env.major, SOURCE_ROLE, DIRECT), source)
-        for target in env.options.dims["target"]:
-            if target == "fdw_local":
-                # Inside the source's own network stack: loopback, whatever stack that is.
-                _foreign_tables(source, "localfdw", (source.self_host, source.port), source, isolation,
-                                readonly=False, tables=tables)
-                targets[(target, DIRECT, "direct")] = (source, "localfdw")
-            elif target in REMOTE_TARGETS:
-                base = {"fdw_external": "external", "fdw_external_ro": "external_ro"}[target]
-                for latency in env.options.dims["latency"]:
-                    link = env.servers.path(NetworkPath(env.major, SOURCE_ROLE, latency), source, bandwidth)
-                    db = base if latency == DIRECT else f"{base}_{latency}"
-                    _foreign_tables(external, db, source.reached_at(link), source, isolation,
-                                    readonly=target == "fdw_external_ro", tables=tables)
-                    targets[(target, latency, "direct")] = (external, db)
-        return {**targets, **_pooled_fdw_targets(env, source, external, isolation, tables)}
 
     # -- one measurement --------------------------------------------------------------------
     def probe(self, env: StudyEnv) -> list[dict]:
@@ -401,53 +375,6 @@ def _fdw_tls(source: Server, log_offset: int, case: Case) -> str:
 def _passfile(server: Server) -> str | None:
     """The password file a client program needs: none through a managed server's private socket."""
     return None if server.managed else (str(server.passfile) if server.passfile else None)
-
-
-def _set_isolation(server: Server, db: str, isolation: str) -> None:
-    """ALTER DATABASE of ours (never of a user's: see servers/user.py)."""
-    with server.connect(db) as conn:
-        conn.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_isolation = {}").format(
-            sql.Identifier(server.dbname(db)), sql.Literal(isolation)))
-
-
-def _pooled_fdw_targets(env: StudyEnv, source: Server, external: Server | None, isolation: str,
-                        tables: tuple[str, ...]) -> dict[tuple[str, str, str], tuple[Server, str]]:
-    """--fdw-via pgbouncer: per FDW target on the direct path and pool mode, a database whose foreign
-    server reaches the PgBouncer in front of the source (localfdw_pgb_transaction...)."""
-    dims, out = env.options.dims, {}
-    if POOLER not in dims.get("fdw_via", ()):
-        return out
-    pooler = env.servers.pooler(source)
-    for mode in dims["pool_mode"]:
-        alias = pooler.serve("source", mode, pooled.FDW_POOL)
-        for target in (t for t in dims["target"] if t != "local"):
-            if target in REMOTE_TARGETS and DIRECT not in dims["latency"]:
-                continue
-            cluster, base = (source, "localfdw") if target == "fdw_local" else \
-                (external, {"fdw_external": "external", "fdw_external_ro": "external_ro"}[target])
-            # fdw_local reaches it from inside the source's own stack, the external where it reaches the source
-            host = source.self_host if cluster is source else pooler.tcp_host
-            _foreign_tables(cluster, f"{base}_pgb_{mode}", (host, pooler.port), source, isolation,
-                            readonly=target == "fdw_external_ro", tables=tables, remote=(pooler, alias))
-            out[(target, DIRECT, mode)] = (cluster, f"{base}_pgb_{mode}")
-    return out
-
-
-def _foreign_tables(cluster: Server, db: str, address: tuple[str, int], source: Server, isolation: str,
-                    readonly: bool, tables: tuple[str, ...] = TABLES, remote: tuple | None = None) -> None:
-    """Database `db` on `cluster` with the four pgbench tables as foreign tables of the source at
-    `address`: `tables` of the source's public schema (pgbench's, and with --init or --script-tables
-    every one of ours there). remote: (pooler, its alias of the source) when a PgBouncer is on the way."""
-    cluster.create_database(db)
-    with cluster.connect(db) as conn:
-        fdw.reach(conn, SERVER, *(remote or (source, "source")), address)
-        fdw.import_schema(conn, SERVER, "public", "public", tables)
-    _set_isolation(cluster, db, isolation)
-    with cluster.connect(db) as conn:
-        if readonly:  # seed 000, Snippet 2
-            tables = [r[0] for r in conn.execute("SELECT foreign_table_name FROM information_schema.foreign_tables "
-                                                 "WHERE foreign_table_schema = 'public' ORDER BY 1")]
-            fdw.alter_tables(conn, tables, {"updatable": "false"})
 
 
 def _script_files(given: list[dict]) -> tuple[tuple[str, int], ...]:
