@@ -231,6 +231,15 @@ class FdwOverhead(Declared):
         for case in env.state.pooled_cases:   # every pooler and alias up before the first round
             pooled.poolers_of(env, case)
         pinned = roof.closed_loop_tps(env, cases, lambda twin: self._closed_tps(env, twin))
+        facts = self._facts(env, cases, isolation, copied)
+        tools = {"pgbench": pgbench.version(env.bins.path("pgbench")),
+                 **({"pgbouncer": pgbouncer.version()} if env.state.pooled_cases else {})}
+        return Setup(tools=tools, facts=facts, pinned=pinned)
+
+    def _facts(self, env: StudyEnv, cases: list[Case], isolation: str, copied: dict[str, int]) -> dict:
+        """What the run's setup records: pgbench's flags and each case's command, the knobs, the
+        user's scripts, the rates' closed loops, the poolers."""
+        p = env.options.params
         facts = {"scale": p["scale"], "isolation": isolation,
                  "pgbench_flags": "-n always; -M per case (--protocol); -j min(clients, cores); --max-tries",
                  "foreign_server": "postgres_fdw over TCP (scram-sha-256), direct or through an emulated link",
@@ -251,9 +260,7 @@ class FdwOverhead(Declared):
             facts["poolers"] = "PgBouncer: pgbench over its unix socket (trust, as the server's); postgres_fdw " \
                 "over loopback TCP (scram-sha-256); the pooler reaches its server by the server's socket"
             facts["excluded"] = pooled.EXCLUDED
-        tools = {"pgbench": pgbench.version(env.bins.path("pgbench")),
-                 **({"pgbouncer": pgbouncer.version()} if env.state.pooled_cases else {})}
-        return Setup(tools=tools, facts=facts, pinned=pinned)
+        return facts
 
     def _closed_tps(self, env: StudyEnv, twin: Case) -> float:
         """A closed-loop case's TPS, untimed (pgbench -T duration): what --rate's shares are of."""
