@@ -10,10 +10,8 @@ PostgreSQL 15 started there by the login, whose evidence collected() reads over 
 from __future__ import annotations
 
 import json
-import secrets
 import time
 
-import psycopg
 import pytest
 
 from conftest import cpu_bound_ms
@@ -23,6 +21,7 @@ from pgpathbench.servers import binaries
 from pgpathbench.servers.hosts import Hosts, SshSettings, parse_hosts
 from pgpathbench.servers.network import available_link_kinds
 
+from host_postgres import HostPostgres
 from hosts import SshHosts
 
 pytestmark = [pytest.mark.integration,
@@ -38,7 +37,6 @@ nohup './{COMM}' -c 'while :; do (i=0; while [ $i -lt 20000 ]; do i=$((i + 1)); 
   </dev/null >/dev/null 2>&1 &
 echo $!
 """
-PG_PORT = 5432
 
 
 @pytest.fixture(scope="module")
@@ -97,53 +95,26 @@ def test_a_process_that_is_gone_raises_process_lookup_error(host):
         host_cpu.group_ticks(conn, gone)
 
 
-def start_postgres(h, conn, here: str, password: str, bindir) -> int:
-    """A PostgreSQL 15 cluster in the login's home on the host, listening on the host's address for
-    this machine's end of the LAN only; its postmaster's pid. The password reaches the host on
-    stdin (a file of the login's, removed after initdb), never on a command line."""
-    script = f"""set -e
-umask 077
-cat > "$HOME/pw" <<'EOF'
-{password}
-EOF
-'{bindir}/initdb' -D "$HOME/pg" -U bench --pwfile="$HOME/pw" -A scram-sha-256 -E UTF8 --locale=C -N >/dev/null
-rm "$HOME/pw"
-echo 'host all bench {here}/32 scram-sha-256' >> "$HOME/pg/pg_hba.conf"
-'{bindir}/pg_ctl' -D "$HOME/pg" -l "$HOME/pg/log" -w \
-  -o "-c listen_addresses={h.address} -p {PG_PORT} -k /tmp -c autovacuum=off" start >/dev/null
-head -n 1 "$HOME/pg/postmaster.pid"
-"""
-    return int(conn.output(script, "starting PostgreSQL"))
-
-
-def test_collected_reads_a_placed_servers_cpu_over_ssh(host, workspace_root):
+def test_collected_reads_a_placed_servers_cpu_over_ssh(host, workspace_root, tmp_path):
     h, conn, here = host
-    password = secrets.token_urlsafe(18)
     started = time.monotonic()
-    postmaster = start_postgres(h, conn, here, password, binaries.resolve(15, workspace=workspace_root).bindir)
-    print(f"\nPostgreSQL on the host: {time.monotonic() - started:.1f} s")
-    try:
-        assert postmaster in h.pids()
-
-        def connect() -> psycopg.Connection:
-            return psycopg.connect(host=h.address, port=PG_PORT, user="bench", dbname="postgres",
-                                   password=password, autocommit=True)
-        watched = Watched("source", connect, postmaster, ("postgres",), host=conn)
-        here_before = sum(group_ticks(postmaster))
+    bindir = binaries.resolve(15, workspace=workspace_root).bindir
+    with HostPostgres(conn, h, here, bindir, tmp_path) as pg:
+        print(f"\nPostgreSQL on the host: {time.monotonic() - started:.1f} s")
+        assert pg.postmaster in h.pids()
+        watched = Watched("source", pg.connect, pg.postmaster, ("postgres",), host=conn)
+        here_before = sum(group_ticks(pg.postmaster))
         with collected([watched]) as ev:
-            with connect() as work:
+            with pg.connect() as work:
                 work.execute("SELECT count(*) FROM generate_series(1, 3000000)")
                 stat = read_stat(work.info.backend_pid)   # its CPU, here, before it leaves
-        here_after = sum(group_ticks(postmaster))
-        print(json.dumps(ev.data), ev.timings)
-        server, missing = ev.data["servers"]["source"], ev.data["missing"]
-        assert "source.cpu_ms" not in missing, missing
-        cpu = server["cpu_ms"]["user"] + server["cpu_ms"]["system"]
-        # at least what the case's backend ran; at most what the whole group ran meanwhile, read here
-        assert ticks_to_ms(stat.utime + stat.stime - 1) <= cpu <= ticks_to_ms(here_after - here_before + SLACK)
-        assert 0 < cpu <= cpu_bound_ms(server)
-        assert server["cpu_read_ms"]["before"] > 0 and server["cpu_read_ms"]["after"] > 0
-        assert server["waits"]["samples"] > 0
-    finally:
-        conn.run(f"'{binaries.resolve(15, workspace=workspace_root).bindir}/pg_ctl' -D \"$HOME/pg\" "
-                 "-m immediate -w stop; rm -rf \"$HOME/pg\"")
+        here_after = sum(group_ticks(pg.postmaster))
+    print(json.dumps(ev.data), ev.timings)
+    server, missing = ev.data["servers"]["source"], ev.data["missing"]
+    assert "source.cpu_ms" not in missing, missing
+    cpu = server["cpu_ms"]["user"] + server["cpu_ms"]["system"]
+    # at least what the case's backend ran; at most what the whole group ran meanwhile, read here
+    assert ticks_to_ms(stat.utime + stat.stime - 1) <= cpu <= ticks_to_ms(here_after - here_before + SLACK)
+    assert 0 < cpu <= cpu_bound_ms(server)
+    assert server["cpu_read_ms"]["before"] > 0 and server["cpu_read_ms"]["after"] > 0
+    assert server["waits"]["samples"] > 0
