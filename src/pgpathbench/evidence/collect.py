@@ -15,7 +15,8 @@ from typing import Callable, Iterator, Sequence
 import psycopg
 
 from ..errors import reason
-from .proc_cpu import group_ticks, read_stat, ticks_to_ms
+from . import host_cpu
+from .proc_cpu import CLK_TCK, backend_ticks, group_ticks, read_stat, ticks_to_ms
 from .snapshots import MARK, READERS, STATEMENTS_LIMIT, counter_deltas, read_settings, server_version_num, \
     statement_deltas, statement_totals
 from .waits import Sampler
@@ -39,6 +40,7 @@ class Watched:
     databases: tuple[str, ...]                  # the databases whose activity the case causes
     settings: tuple[str, ...] = ()              # server settings read with the after-snapshot (--set's)
     skip: tuple[str, ...] = ()                  # sections not read: the study counts them otherwise
+    host: host_cpu.Host | None = None           # the SSH connection of the host it runs on; None: here
 
 
 @dataclass
@@ -55,6 +57,7 @@ class _Snapshot:
     sections: dict = field(default_factory=dict)
     cpu: tuple[int, int] | None = None
     cpu_read: tuple[float, float] | None = None   # monotonic clock when reading cpu began and ended
+    clk_tck: int = CLK_TCK            # the ticks' unit: the host's when read there
     pid: int | None = None            # our backend for this snapshot
     settle_ms: float | None = None
     settled: bool | None = None
@@ -121,7 +124,9 @@ def _wait_exit(pid: int | None) -> None:
         time.sleep(0.001)
 
 
-def _read_cpu(w: Watched, snap: _Snapshot, missing: dict, exclude: Sequence[int]) -> None:
+def _read_cpu(w: Watched, snap: _Snapshot, missing: dict, exclude: Sequence[int], gone: int | None = None) -> None:
+    """The server's group CPU, here from /proc or on its host over SSH; there, the reading first
+    waits for `gone` (our backend) to be reaped, as _wait_exit does here."""
     key = f"{w.role}.cpu_ms"
     if key in missing:
         return
@@ -129,11 +134,23 @@ def _read_cpu(w: Watched, snap: _Snapshot, missing: dict, exclude: Sequence[int]
         missing[key] = "host processes not visible"
         return
     try:
+        if w.host is not None:
+            snap.clk_tck = host_cpu.clk_tck(w.host)   # once per connection: not part of the reading
         started = time.monotonic()
-        snap.cpu = group_ticks(w.postmaster_pid, exclude)
+        snap.cpu = group_ticks(w.postmaster_pid, exclude) if w.host is None \
+            else host_cpu.group_ticks(w.host, w.postmaster_pid, exclude, gone)
         snap.cpu_read = (started, time.monotonic())
     except Exception as e:
         missing[key] = reason(e)
+
+
+def _own_cpu(w: Watched) -> Callable[[int], tuple[int, int] | None] | None:
+    """How the sampler reads its own backend's CPU before leaving (None: it cannot)."""
+    if w.postmaster_pid is None:
+        return None
+    if w.host is None:
+        return backend_ticks
+    return lambda pid: host_cpu.backend_ticks(w.host, pid)
 
 
 def _before(w: Watched, missing: dict) -> _Snapshot:
@@ -151,9 +168,9 @@ def _before(w: Watched, missing: dict) -> _Snapshot:
             _read_sections(conn, w, snap, missing, before=True)
         finally:
             conn.close()
-    if w.postmaster_pid is not None:
+    if w.postmaster_pid is not None and w.host is None:
         _wait_exit(snap.pid)
-    _read_cpu(w, snap, missing, ())
+    _read_cpu(w, snap, missing, (), gone=snap.pid)
     return snap
 
 
@@ -183,7 +200,7 @@ def _after(w: Watched, missing: dict, ours: list[int], since, deadline: float) -
     return snap
 
 
-def _server_data(before: _Snapshot, after: _Snapshot, sampler: Sampler) -> dict:
+def _server_data(w: Watched, before: _Snapshot, after: _Snapshot, sampler: Sampler) -> dict:
     out: dict = {}
     for section, values in after.sections.items():
         if section not in before.sections:
@@ -198,11 +215,15 @@ def _server_data(before: _Snapshot, after: _Snapshot, sampler: Sampler) -> dict:
     if before.cpu is not None and after.cpu is not None:
         # The sampler's backend ran between the snapshots only because of us.
         own = sampler.own_ticks or (0, 0)
-        out["cpu_ms"] = {"user": ticks_to_ms(max(0, after.cpu[0] - before.cpu[0] - own[0])),
-                         "system": ticks_to_ms(max(0, after.cpu[1] - before.cpu[1] - own[1]))}
+        tck = after.clk_tck
+        out["cpu_ms"] = {"user": ticks_to_ms(max(0, after.cpu[0] - before.cpu[0] - own[0]), tck),
+                         "system": ticks_to_ms(max(0, after.cpu[1] - before.cpu[1] - own[1]), tck)}
         # The wall time those ticks were counted in: wider than the measurement (its connect, the
         # backends' exit), so it, not the duration, bounds cpu_ms at cores x window.
         out["cpu_window_ms"] = (after.cpu_read[1] - before.cpu_read[0]) * 1000
+        if w.host is not None:   # over SSH a reading takes a round trip: what each one took
+            out["cpu_read_ms"] = {"before": (before.cpu_read[1] - before.cpu_read[0]) * 1000,
+                                  "after": (after.cpu_read[1] - after.cpu_read[0]) * 1000}
     if sampler.error is None:
         out["waits"] = sampler.result()
     if after.settings is not None:
@@ -232,7 +253,7 @@ def collected(watched: Sequence[Watched], sample_interval_s: float = SAMPLE_INTE
         for w in watched:
             exclude = [befores[w.role].pid] if befores[w.role].pid else []
             samplers[w.role] = Sampler(w.role, w.connect, w.databases, sample_interval_s, exclude,
-                                       own_cpu=w.postmaster_pid is not None)
+                                       own_cpu=_own_cpu(w))
             samplers[w.role].start()
         yield evidence
     finally:
@@ -255,4 +276,4 @@ def _finish(evidence: Evidence, watched: Sequence[Watched], befores: dict, sampl
         t.update(after_ms=(time.monotonic() - started) * 1000, settle_ms=after.settle_ms, settled=after.settled,
                  samples=sampler.samples,
                  sample_ms=sampler.query_s * 1000 / sampler.samples if sampler.samples else None)
-        evidence.data["servers"][w.role] = _server_data(befores[w.role], after, sampler)
+        evidence.data["servers"][w.role] = _server_data(w, befores[w.role], after, sampler)

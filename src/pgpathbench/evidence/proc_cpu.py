@@ -81,5 +81,12 @@ def group_ticks(pid: int, exclude: Iterable[int] = ()) -> tuple[int, int]:
     return user, system
 
 
-def ticks_to_ms(ticks: int) -> float:
-    return ticks * 1000.0 / CLK_TCK
+def backend_ticks(pid: int) -> tuple[int, int] | None:
+    """One backend's own (user, system) ticks, or None when it is gone."""
+    stat = read_stat(pid)
+    return (stat.utime, stat.stime) if stat else None
+
+
+def ticks_to_ms(ticks: int, per_second: int = CLK_TCK) -> float:
+    """Ticks in ms: ours by default, a host's CLK_TCK for ticks read there."""
+    return ticks * 1000.0 / per_second

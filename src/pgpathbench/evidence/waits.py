@@ -14,7 +14,6 @@ from typing import Callable, Sequence
 import psycopg
 
 from ..errors import reason
-from .proc_cpu import read_stat
 from .snapshots import MARK
 
 READY_TIMEOUT_S = 5.0   # how long start() waits for the sampler's connection
@@ -35,7 +34,8 @@ class Sampler:
     """Counts, every interval_s, what each client backend connected to `databases` is doing."""
 
     def __init__(self, role: str, connect: Callable[[], psycopg.Connection], databases: Sequence[str],
-                 interval_s: float, exclude_pids: Sequence[int] = (), own_cpu: bool = False):
+                 interval_s: float, exclude_pids: Sequence[int] = (),
+                 own_cpu: Callable[[int], tuple[int, int] | None] | None = None):
         self.counts: Counter[str] = Counter()
         self.samples = 0
         self.query_s = 0.0                # time spent in the sampling queries, for the cost
@@ -82,9 +82,9 @@ class Sampler:
             self._stop.wait(max(0.0, self._interval - spent))
 
     def _backend_ticks(self) -> tuple[int, int] | None:
-        """The sampler's own backend's CPU, so the server's CPU delta can leave it out."""
-        stat = read_stat(self.pid) if self._own_cpu and self.pid else None
-        return (stat.utime, stat.stime) if stat else None
+        """The sampler's own backend's CPU (own_cpu reads a pid's user and system ticks where the
+        server runs), so the server's CPU delta can leave it out."""
+        return self._own_cpu(self.pid) if self._own_cpu and self.pid else None
 
     def stop(self) -> None:
         self._stop.set()
