@@ -124,9 +124,13 @@ PARAMETER_CASES = [
     ([*FDW, "--via", "pgbouncer", "--set", "work_mem=1MB,4MB"], "--set work_mem: not with --via pgbouncer"),
     ([*INTERFACES, "--pool-mode", "session"], "--pool-mode: sets the pool mode of a PgBouncer"),
     ([*INTERFACES, "--via", "pgbouncer", "--set", "work_mem=1MB"], "--set work_mem: not with --via pgbouncer"),
-    ([*FDW, "--fdw-via", "pgbouncer", "--target", "fdw_external", "--tls", "on"], "--tls on: not with --fdw-via pgbouncer"),
-    ([*INTERFACES, "--via", "pgbouncer", "--transport", "tcp", "--tls", "off,on"], "--tls on: not with --via pgbouncer"),
-    ([*INTERFACES, "--via", "pgbouncer", "--server", f"local={DSN}"], "--via pgbouncer: a pooler in front"),
+    # a pooler in front of a user's server verifies it as the DSN says, and --tls stays the DSN's
+    ([*INTERFACES, "--via", "pgbouncer", "--server", "local=host=db1 dbname=x sslmode=verify-full"],
+     "--via pgbouncer: your server's DSN (--server local) has sslmode=verify-full without sslrootcert"),
+    ([*INTERFACES, "--via", "pgbouncer", "--server", "remote=host=db1 sslmode=verify-ca", "--transport", "remote"],
+     "--via pgbouncer: your server's DSN (--server remote) has sslmode=verify-ca without sslrootcert"),
+    ([*INTERFACES, "--via", "pgbouncer", "--server", "local=host=db1 dbname=x", "--transport", "tcp", "--tls", "on"],
+     "--tls: your server (--server local) uses the TLS its DSN asks for"),
     ([*FDW, "--workload", "r\udcffo"], "--workload"),                     # not UTF-8
     ([*FDW, "--rate"], "--rate"),
     ([*FDW, "--rate", "0"], "--rate: '0' is not a positive rate"),
