@@ -23,7 +23,7 @@ import psycopg
 from ...errors import UserError
 from ...evidence import pooler as pooler_evidence
 from ...matrix import NOT_APPLICABLE, StudyOptions
-from ...servers import pgbouncer, tls
+from ...servers import pgbouncer, tls, user
 from ...servers.network import time_statement
 from ...servers.paths import DIRECT
 from ..base import user_roles
@@ -57,9 +57,12 @@ def check(options: StudyOptions, given: set[str]) -> None:
     if POOLER in via or POOLER in fdw_via:
         pgbouncer.refuse_session_settings(options, "--via" if POOLER in via else "--fdw-via")
     served = sorted(user_roles(options))
-    if (POOLER in via or POOLER in fdw_via) and served:
-        raise UserError(f"--via/--fdw-via pgbouncer: a pooler in front of your server (--server {served[0]}=...) "
-                        "is not supported yet; leave --via/--fdw-via out, or use managed servers")
+    if POOLER in fdw_via and served:
+        raise UserError(f"--fdw-via pgbouncer: a pooler on the FDW hop with your server (--server {served[0]}=...) "
+                        "is not supported; leave --fdw-via out (--via pgbouncer puts one in front of your server)")
+    if POOLER in via:
+        for dsn in user.from_stored(options.params).values():
+            pgbouncer.check_user_dsn(dsn, "--via")
 
 
 def pool_modes(options: StudyOptions) -> tuple[str, ...]:

@@ -259,7 +259,9 @@ class FdwOverhead(Declared):
             facts["rate_closed_tps"] = env.state.closed_tps
         if env.state.pooled_cases:
             facts["poolers"] = "PgBouncer: pgbench over its unix socket (trust, as the server's); postgres_fdw " \
-                "over loopback TCP (scram-sha-256); the pooler reaches its server by the server's socket"
+                "over loopback TCP (scram-sha-256); the pooler reaches its server by the server's socket" + \
+                ("; with --tls on, the FDW hop's pooler its source over TCP: both legs TLS, verify-full"
+                 if tls.ON in tls_values(env.options) else "")
             facts["excluded"] = pooled.EXCLUDED
         return facts
 
