@@ -88,6 +88,36 @@ def test_fdw_hop_through_the_pooler_both_legs_tls(workspace_root):
     assert pooler_leftovers(workspace_root, export["run"]["run_id"]) == [] and our_processes(workspace_root) == []
 
 
+def test_tls_poolers_sigkill_then_clean_then_resume(workspace_root):
+    """A killed run's TLS pooler is stopped (it dies with the tool, or clean stops it by its pid file) and its
+    files go; a resume makes the CA, the certificates and the poolers anew and measures both legs again."""
+    ws = workspace_root / "ws-tls-pooler-killed"
+    proc = spawn_pgpathbench("run", "fdw-overhead", "--preset", "quick", "--repeat", "3", "--duration", "2",
+                             "--target", "fdw_local", "--workload", "ro", "--clients", "1", "--fdw-via", "pgbouncer",
+                             "--pool-mode", "transaction", "--tls", "off,on", workspace=ws)
+    deadline = time.monotonic() + 180
+    while True:
+        assert time.monotonic() < deadline, "no measurement"
+        line = proc.stderr.readline()
+        assert line, f"run ended early: {proc.wait()}"
+        if line.startswith("[1/"):
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    run_id = next((ws / "servers").iterdir()).name
+    clean = pgpathbench("clean", workspace=ws)
+    assert clean.returncode == 0, clean.stderr
+    assert pooler_leftovers(ws, run_id) == [] and our_processes(ws) == [] and not (ws / "servers" / run_id).exists()
+    resumed = pgpathbench("run", "--resume", run_id, workspace=ws)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    ms = exported(ws)["measurements"]
+    assert len(ms) == 2 * 3 and all(m["ok"] for m in ms), [m["error"] for m in ms]
+    for m in ms:
+        on = m["dims"]["tls"] == "on"
+        assert all(m["metrics"][leg].startswith(ENCRYPTED) == on for leg in ("tls", "pooler_server_tls"))
+    assert pooler_leftovers(ws, run_id) == [] and our_processes(ws) == []
+
+
 # -- a PgBouncer of ours in front of a user's server ---------------------------------------------------
 USER_RUN = ["run", "interfaces", "--preset", "quick", "--repeat", "1", "--interface", "libpq,jdbc", "--method",
             "normal", "--sqlstrat", "sql50k:once", "--output", "p-none:null", "--transport", "tcp,remote",
