@@ -2,7 +2,7 @@
 or the user's (`--server ROLE=DSN`).
 
 It runs as the servers' OS user, never root, from its own directory in the run's server directory
-(config, hba, auth file, log, pid file: all 0600), on a free port found at start like a server's, and
+(config, hba, auth file and password files 0600; log, pid file), on a free port found at start like a server's, and
 dies with the tool (PDEATHSIG=SIGTERM, PgBouncer's immediate shutdown); `clean` and a resumed run stop
 a killed run's pooler by its pid file (Servers.clear_leftovers), and its directory goes with the run's.
 
