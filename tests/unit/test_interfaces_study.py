@@ -453,7 +453,8 @@ def test_every_metric_a_measurement_carries_is_declared(monkeypatch, tmp_path, s
     target = interfaces_study.Target("host=x", SimpleNamespace(client_env=lambda base: {**base, "PGPASSFILE": "pf"},
                                                                  tls=None))
     env = StudyEnv(opts, "15", None, None, lambda line: None,
-                   interfaces_study.InterfacesState(dict(QUERIES), {}, {("tcp", "0ms", "direct"): target},
+                   interfaces_study.InterfacesState(dict(QUERIES), {"local": target.server},
+                                                    {("tcp", "0ms", "direct"): target},
                                                     {"sql001": ref, "sql10m": ref}, [], str(tmp_path / "out")))
     metrics = STUDY.measure(env, case)
     assert set(metrics) <= set(STUDY.metrics), set(metrics) - set(STUDY.metrics)

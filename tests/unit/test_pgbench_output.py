@@ -72,8 +72,9 @@ def test_every_metric_a_measurement_carries_is_declared():
     study = get("fdw-overhead")
     # run() adds "series" beside them (a list, not a metric); the FDW targets' evidence adds the remote figures,
     # a pooler's counters (evidence/pooler.py) where a case crosses one, and measure() the FDW hop's TLS on a
-    # source with TLS
-    assert set(carried) | {m.name for m in (*REMOTE_METRICS, *POOLER_METRICS)} | {"tls"} == set(study.metrics)
+    # source with TLS (through a pooler, both legs')
+    assert set(carried) | {m.name for m in (*REMOTE_METRICS, *POOLER_METRICS)} | {"tls", "pooler_server_tls"} \
+        == set(study.metrics)
     for p in ("p50", "p90", "p95", "p99", "max"):
         m = study.metrics[f"latency_{p}_ms"]
         assert (m.unit, m.better) == ("ms", "lower") and "per-transaction log" in m.meaning

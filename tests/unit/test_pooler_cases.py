@@ -106,3 +106,54 @@ def test_compare_pairs_runs_that_differ_only_in_the_hop():
         ("ro:local:1:0ms:15:simple", "ro:local:1:0ms:15:simple:pgbouncer:transaction"),
         ("ro:fdw_external:1:0ms:15:simple", "ro:fdw_external:1:0ms:15:simple:pgbouncer:transaction")]
     assert pairing.knobs == {"via": (("direct",), ("pgbouncer",)), "pool_mode": (("-",), ("transaction",))}
+
+
+def _pooler(tmp_path, server, tls_files=None):
+    from pgpathbench.servers.pgbouncer import Pooler
+    return Pooler("pg15_local_pgbouncer_tls", tmp_path, None, server, tls=tls_files,
+                  root_cert=tmp_path / "ca.crt" if tls_files else None, port=6432)
+
+
+def test_both_legs_in_the_config(tmp_path):
+    """--tls on: clients must come by TLS, the pooler verifies its server over TCP; off: neither, by the socket;
+    in front of a user's server the server leg is the DSN's (its CA a copy the pooler can read)."""
+    from types import SimpleNamespace
+    from pgpathbench.servers.tls import ServerFiles
+    managed = SimpleNamespace(managed=True, netns=None, tcp_host="127.0.0.1", self_host="127.0.0.1", port=5433,
+                              sockdir=tmp_path / "s", name="pg15_local")
+    files = ServerFiles(tmp_path / "p.crt", tmp_path / "p.key")
+    on, off = _pooler(tmp_path, managed, files), _pooler(tmp_path, managed)
+    on.serve("iftest", "session")
+    off.serve("iftest", "session")
+    ini = on.config()
+    assert "iftest__session = host=127.0.0.1 port=5433 dbname=iftest user=pgpathbench pool_mode=session" in ini
+    assert "client_tls_sslmode = require\n" in ini and "server_tls_sslmode = verify-full\n" in ini
+    assert f"server_tls_ca_file = {tmp_path / 'ca.crt'}\n" in ini and f"client_tls_key_file = {files.key}\n" in ini
+    assert "password" not in ini   # the server's secret is the auth file's
+    assert "_tls_sslmode" not in off.config() and f"host={tmp_path / 's'} port=5433" in off.config()
+    dsn = SimpleNamespace(params={"host": "db1", "sslmode": "verify-full", "sslrootcert": "/x/ca.pem"})
+    theirs = SimpleNamespace(managed=False, netns=None, tcp_host="db1", port=5432, user="app", dsn=dsn,
+                             name="local", dbname=lambda n: f"pgpathbench_ab12_{n}")
+    user_pooler = _pooler(tmp_path, theirs)
+    user_pooler.serve("iftest", "transaction")
+    user_ini = user_pooler.config()
+    assert "iftest__transaction = host=db1 port=5432 dbname=pgpathbench_ab12_iftest user=app " in user_ini
+    assert "server_tls_sslmode = verify-full\n" in user_ini and "client_tls" not in user_ini
+    assert f"server_tls_ca_file = {tmp_path / 'server_ca.crt'}\n" in user_ini and "admin_users = app\n" in user_ini
+
+
+def test_logins_seen_from_the_pooler_log(tmp_path):
+    pooler = _pooler(tmp_path, None)
+    pooler.logfile.write_text(
+        "2026-11-28 05:17:02.719 UTC [1] LOG C-0x1: pgbouncer/pgpathbench@unix(2):6432 login attempt: db=pgbouncer "
+        "user=pgpathbench tls=no\n")
+    offset = pooler.log_offset()
+    with pooler.logfile.open("a") as f:
+        f.write("2026-11-28 05:17:02.799 UTC [1] LOG C-0x2: a__session/pgpathbench@127.0.0.1:45146 login attempt: "
+                "db=a__session user=pgpathbench tls=TLSv1.3/TLS_AES_256_GCM_SHA384\n"
+                "2026-11-28 05:17:02.800 UTC [1] LOG C-0x3: a__session/pgpathbench@127.0.0.1:45147 login attempt: "
+                "db=a__session user=pgpathbench tls=no\n"
+                "2026-11-28 05:17:02.801 UTC [1] LOG C-0x4: b__session/pgpathbench@127.0.0.1:45148 login attempt: "
+                "db=b__session user=pgpathbench tls=no\n")
+    assert pooler.logins_seen(offset, "a__session") == ["TLSv1.3 TLS_AES_256_GCM_SHA384", "off"]
+    assert pooler.logins_seen(0, "pgbouncer") == ["off"]

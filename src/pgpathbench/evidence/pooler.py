@@ -40,6 +40,10 @@ def _metrics(prefix: str, where: str) -> tuple[Metric, ...]:
     )
 
 
+# --tls on through a pooler: its leg to the server (the client's leg is the study's metric `tls`)
+SERVER_LEG_TLS = Metric("pooler_server_tls", "text", "none", "through a PgBouncer with --tls: the TLS its "
+                        "server connections negotiated (protocol, cipher, bits; off: none), from the server's "
+                        "pg_stat_ssl of the backends SHOW SERVERS names")
 CLIENT_PREFIX, FDW_PREFIX = "pooler_", "fdw_pooler_"
 CLIENT_METRICS = _metrics(CLIENT_PREFIX, "the client's PgBouncer")
 METRICS = (*CLIENT_METRICS, *_metrics(FDW_PREFIX, "the PgBouncer in front of the FDW hop's source"))

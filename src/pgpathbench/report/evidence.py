@@ -204,16 +204,27 @@ def pooler_table(result: StudyResult) -> Table | None:
 
 
 def tls_table(result: StudyResult) -> Table | None:
-    """The TLS each case's connections negotiated (the metric `tls` of runs with --tls on), over its rounds."""
-    rows = [[c.case_id, c.get("tls", "off"), "; ".join(sorted(set(map(str, seen.values())))), len(seen)]
+    """The TLS each case's connections negotiated (the metric `tls` of runs with --tls on), over its rounds;
+    through a PgBouncer also its leg to the server (`pooler_server_tls`), a column only where a case has one."""
+    def negotiated(seen) -> str:
+        return "; ".join(sorted(set(map(str, seen.values()))))
+    legs = any(c.raw("pooler_server_tls") for c in result.cases)
+    rows = [[c.case_id, c.get("tls", "off"), negotiated(seen),
+             *([negotiated(c.raw("pooler_server_tls") or {}) or "-"] if legs else []), len(seen)]
             for c in result.cases if (seen := c.raw("tls"))]
     if not rows:
         return None
-    return Table("TLS the connections negotiated, per case", ["case", "tls", "negotiated", "rounds"], rows,
-                 ["As the server logged each connection the case made (log_connections: protocol, cipher, key bits; "
-                  "the values pg_stat_ssl shows while a connection lives), or for a connection kept across "
-                  "measurements (remote-sampling's FDW hop) as pg_stat_ssl shows it; off: no TLS. A connection "
-                  "that was not what the case's tls says fails its measurement."], align_left=3)
+    notes = ["As the server logged each connection the case made (log_connections: protocol, cipher, key bits; "
+             "the values pg_stat_ssl shows while a connection lives), or for a connection kept across "
+             "measurements (remote-sampling's FDW hop) as pg_stat_ssl shows it; off: no TLS. A connection "
+             "that was not what the case's tls says fails its measurement."]
+    if legs:
+        notes.append("Through a PgBouncer, `negotiated` is the client's leg as the pooler logged each login "
+                     "(protocol, cipher), and `pooler to server` its server connections' as the server's "
+                     "pg_stat_ssl shows them.")
+    return Table("TLS the connections negotiated, per case",
+                 ["case", "tls", "negotiated", *(["pooler to server"] if legs else []), "rounds"], rows, notes,
+                 align_left=4 if legs else 3)
 
 
 def tables(result: StudyResult) -> list[Table]:

@@ -178,6 +178,12 @@ def sessions_seen(conn, database: str, application_name: str) -> list[str]:
     return [f"{version} {cipher} {bits}" if ssl else OFF for ssl, version, cipher, bits in rows]
 
 
+def backends_seen(conn, pids: list[int]) -> list[str]:
+    """The TLS of the server's backends `pids` (a pooler's server connections), from pg_stat_ssl."""
+    rows = conn.execute("SELECT ssl, version, cipher, bits FROM pg_stat_ssl WHERE pid = ANY(%s)", (pids,)).fetchall()
+    return [f"{version} {cipher} {bits}" if ssl else OFF for ssl, version, cipher, bits in rows]
+
+
 def check_seen(seen: list[str], tls: str, what: str) -> str:
     """The TLS the case's connections negotiated (one value), or ValueError when one of them is not the
     case's (on: every connection encrypted; off: none), or none was seen."""

@@ -101,11 +101,16 @@ class Servers:
             c.restart()
         return self.clusters[name]
 
-    def pooler(self, name: str, cluster: Cluster) -> Pooler:
-        """A started PgBouncer named `name` in front of `cluster` (made fresh on first request), in
-        its own directory of the run's: `clean` stops it by its pid file there if the run is killed."""
+    def pooler(self, name: str, server: Server, tls: bool = False) -> Pooler:
+        """A started PgBouncer named `name` in front of `server` (made fresh on first request), in
+        its own directory of the run's: `clean` stops it by its pid file there if the run is killed.
+        With tls, both its legs are TLS: a certificate of the run's CA for where clients reach it."""
         if name not in self.poolers:
-            self.poolers[name] = Pooler(name, self.root / name, self.workspace.server_user, cluster).start()
+            pooler = Pooler(name, self.root / name, self.workspace.server_user, server)
+            if tls:
+                pooler.tls = self.authority.issue(name, (pooler.tcp_host,))
+                pooler.root_cert = self.authority.root_cert
+            self.poolers[name] = pooler.start()
         return self.poolers[name]
 
     def _namespace(self, name: str, bandwidth_kbit: int | None) -> dict | None:
@@ -331,9 +336,10 @@ class ServerScope:
         """The managed servers of this major started so far, in start order."""
         return [c for name, c in self.servers.clusters.items() if name.startswith(self.prefix)]
 
-    def pooler(self, cluster: Cluster) -> Pooler:
-        """The PgBouncer in front of `cluster` (a cluster of this major): one per cluster, every pool mode."""
-        return self.servers.pooler(f"{cluster.name}_pgbouncer", cluster)
+    def pooler(self, server: Server, tls: bool = False) -> Pooler:
+        """The PgBouncer in front of `server` (of this major, or the user's): one per server and TLS value
+        (1.18's TLS settings are the whole pooler's), every pool mode."""
+        return self.servers.pooler(f"{server.name}_pgbouncer" + ("_tls" if tls else ""), server, tls)
 
     def link(self, name: str, cluster: Cluster, latency_ms: int = 0, bandwidth_kbit: int | None = None) -> Link:
         return self.servers.link(self.prefix + name, cluster, latency_ms, bandwidth_kbit)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from ...servers import fdw
+from ...servers import fdw, tls
 from ...servers.paths import DIRECT, NetworkPath
 from ...servers.topology import Server
-from ..base import StudyEnv
+from ..base import StudyEnv, tls_values
 from . import pooled
 from .spec import POOLER, REMOTE_TARGETS, SOURCE_ROLE, TABLES
 
@@ -50,11 +50,12 @@ def set_isolation(server: Server, db: str, isolation: str) -> None:
 def pooled_fdw_targets(env: StudyEnv, source: Server, external: Server | None, isolation: str,
                         tables: tuple[str, ...]) -> dict[tuple[str, str, str], tuple[Server, str]]:
     """--fdw-via pgbouncer: per FDW target on the direct path and pool mode, a database whose foreign
-    server reaches the PgBouncer in front of the source (localfdw_pgb_transaction...)."""
+    server reaches the PgBouncer in front of the source (localfdw_pgb_transaction...): the first TLS
+    value's, whose port each case sets to its own's (pooled.fdw_hop_options)."""
     dims, out = env.options.dims, {}
     if POOLER not in dims.get("fdw_via", ()):
         return out
-    pooler = env.servers.pooler(source)
+    pooler = env.servers.pooler(source, tls=tls_values(env.options)[0] == tls.ON)
     for mode in dims["pool_mode"]:
         alias = pooler.serve("source", mode, pooled.FDW_POOL)
         for target in (t for t in dims["target"] if t != "local"):

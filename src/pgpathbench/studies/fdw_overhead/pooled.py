@@ -6,7 +6,11 @@ pooler's unix socket with the same trust as the server's own socket, so that the
 pooled cases differ in the pooler alone. --fdw-via pgbouncer: the foreign server of an FDW target
 reaches a PgBouncer in front of the source (loopback TCP, scram-sha-256) instead of the source
 itself, as people do to bound postgres_fdw's connections; only over the direct path (the pooler
-sits beside the source, not behind an emulated link), and local has no FDW hop. --pool-mode is
+sits beside the source, not behind an emulated link), and local has no FDW hop. With --tls on, both
+legs of the FDW hop through the pooler are TLS: postgres_fdw verify-full to the pooler, the pooler
+verify-full to the source over TCP (a pooler of its own: 1.18's TLS settings are the whole pooler's,
+so a run with --tls off,on has two in front of the source, and each case's foreign server names its
+pooler's port: fdw_hop_options). --pool-mode is
 every pooler's mode in the case; cases without a pooler carry '-' (quiet: their ids do not change).
 Transaction pooling breaks what needs a session: PgBouncer 1.18 keeps no prepared statement across
 transactions, so --protocol prepared under transaction mode is an excluded case (EXCLUDED names it).
@@ -19,7 +23,7 @@ import psycopg
 from ...errors import UserError
 from ...evidence import pooler as pooler_evidence
 from ...matrix import NOT_APPLICABLE, StudyOptions
-from ...servers import pgbouncer
+from ...servers import pgbouncer, tls, user
 from ...servers.network import time_statement
 from ...servers.paths import DIRECT
 from ..base import user_roles
@@ -53,9 +57,12 @@ def check(options: StudyOptions, given: set[str]) -> None:
     if POOLER in via or POOLER in fdw_via:
         pgbouncer.refuse_session_settings(options, "--via" if POOLER in via else "--fdw-via")
     served = sorted(user_roles(options))
-    if (POOLER in via or POOLER in fdw_via) and served:
-        raise UserError(f"--via/--fdw-via pgbouncer: a pooler in front of your server (--server {served[0]}=...) "
-                        "is not supported yet; leave --via/--fdw-via out, or use managed servers")
+    if POOLER in fdw_via and served:
+        raise UserError(f"--fdw-via pgbouncer: a pooler on the FDW hop with your server (--server {served[0]}=...) "
+                        "is not supported; leave --fdw-via out (--via pgbouncer puts one in front of your server)")
+    if POOLER in via:
+        for dsn in user.from_stored(options.params).values():
+            pgbouncer.check_user_dsn(dsn, "--via")
 
 
 def pool_modes(options: StudyOptions) -> tuple[str, ...]:
@@ -93,9 +100,23 @@ def poolers_of(env, case) -> dict[str, tuple]:
     if pooler is not None:
         out[pooler_evidence.CLIENT_PREFIX] = (pooler, alias)
     if case.get("fdw_via") == POOLER:
-        source_pooler = env.servers.pooler(env.state.source)
-        out[pooler_evidence.FDW_PREFIX] = (source_pooler, source_pooler.serve("source", case["pool_mode"], FDW_POOL))
+        out[pooler_evidence.FDW_PREFIX] = fdw_pooler(env, case)
     return out
+
+
+def fdw_pooler(env, case) -> tuple:
+    """The PgBouncer on the case's FDW hop (its TLS value's) and its alias of the source: (pooler, alias)."""
+    pooler = env.servers.pooler(env.state.source, tls=case.get("tls") == tls.ON)
+    return pooler, pooler.serve("source", case["pool_mode"], FDW_POOL)
+
+
+def fdw_hop_options(env, case) -> dict[str, str]:
+    """The foreign server's options of the case's FDW hop: its TLS (servers/tls.py), and through a pooler
+    that pooler's port (the TLS value's)."""
+    options = tls.client_options(case.get("tls", tls.OFF), env.servers.root_cert) if env.state.source.tls else {}
+    if case.get("fdw_via") == POOLER:
+        options["port"] = str(fdw_pooler(env, case)[0].port)
+    return options
 
 
 def before(env, case) -> None:

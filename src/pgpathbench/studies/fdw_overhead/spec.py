@@ -218,8 +218,10 @@ DEFAULT_DIMS = {"workload": ("ro", "rw"), "target": tuple(TARGET_LABEL), "client
 RATE_OFFERED = Metric("rate_offered_tps", "tx/s", "none", "pgbench -R: the transactions per second offered "
                       "(open loop); for a share (0.6x), that share of the path's closed-loop TPS measured for the run")
 TLS_NEGOTIATED = Metric("tls", "text", "none", "the TLS postgres_fdw's connections to the source negotiated "
-                        "(protocol, cipher, bits; off: none), as the source logged each (runs with --tls on)")
-METRICS = catalogue(*pgbench.METRICS, *statements.METRICS, RATE_OFFERED, TLS_NEGOTIATED, *pooler_evidence.METRICS)
+                        "(protocol, cipher, bits; off: none), as the source logged each, or with --fdw-via "
+                        "pgbouncer its connections to the pooler, as the pooler logged each (runs with --tls on)")
+METRICS = catalogue(*pgbench.METRICS, *statements.METRICS, RATE_OFFERED, TLS_NEGOTIATED, *pooler_evidence.METRICS,
+                    pooler_evidence.SERVER_LEG_TLS)
 PRIMARY_METRIC = "tps"
 # The seeds' question is the overhead: TPS of local over TPS through each FDW target, for the same
 # workload, clients, major and protocol; local crosses no link and has no postgres_fdw option.

@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+import psycopg
 
 from ... import scratch
 from ...evidence import Watched
@@ -258,7 +259,9 @@ class FdwOverhead(Declared):
             facts["rate_closed_tps"] = env.state.closed_tps
         if env.state.pooled_cases:
             facts["poolers"] = "PgBouncer: pgbench over its unix socket (trust, as the server's); postgres_fdw " \
-                "over loopback TCP (scram-sha-256); the pooler reaches its server by the server's socket"
+                "over loopback TCP (scram-sha-256); the pooler reaches its server by the server's socket" + \
+                ("; with --tls on, the FDW hop's pooler its source over TCP: both legs TLS, verify-full"
+                 if tls.ON in tls_values(env.options) else "")
             facts["excluded"] = pooled.EXCLUDED
         return facts
 
@@ -292,8 +295,7 @@ class FdwOverhead(Declared):
         if case["target"] != "local":
             # The case's postgres_fdw options and --set session settings in force for pgbench's (new) sessions.
             cluster, db = env.state.targets[pooled.target_key(case)]
-            hop = tls.client_options(case.get("tls", tls.OFF), env.servers.root_cert) if env.state.source.tls else {}
-            fdw.set_case_options(env, case, cluster, db, [SERVER], hop=hop)
+            fdw.set_case_options(env, case, cluster, db, [SERVER], hop=pooled.fdw_hop_options(env, case))
         if evidence_on(env.options):
             pooled.before(env, case)
 
@@ -349,11 +351,14 @@ class FdwOverhead(Declared):
             return roof.measure_rate(env, case, spec)
         plan = pgbench_log.next_log(last_tps.get(case.case_id), spec.threads, logged.get(case.case_id, 0))
         source = env.state.source
-        hop_log = tls.log_offset(source.logfile) if source.tls and case["target"] != "local" else None
+        # the FDW hop's TLS: as the source logged postgres_fdw's connections, or the pooler on the hop
+        through = pooled.fdw_pooler(env, case) if case.get("fdw_via") == POOLER else None
+        hop_log = tls.log_offset((through[0] if through else source).logfile) \
+            if source.tls and case["target"] != "local" else None
         metrics = pgbench.run(env.bins.path("pgbench"), dataclasses.replace(spec, log=plan),
                               log=evidence_on(env.options))
         if hop_log is not None:
-            metrics["tls"] = _fdw_tls(source, hop_log, case)
+            metrics.update(_fdw_tls(source, hop_log, case, through))
         last_tps[case.case_id] = metrics["tps"]
         logged[case.case_id] = logged.get(case.case_id, 0) + 1
         return metrics
@@ -369,14 +374,18 @@ class FdwOverhead(Declared):
         return roof.findings(result)
 
 
-def _fdw_tls(source: Server, log_offset: int, case: Case) -> str:
+def _fdw_tls(source: Server, log_offset: int, case: Case, through: tuple | None) -> dict[str, str]:
     """The TLS postgres_fdw's connections to the source negotiated during the measurement, as the source
-    logged them; CaseError when one of them is not the case's."""
+    logged them; through a pooler (pooler, alias) both legs' (Pooler.legs). CaseError when one of them is
+    not the case's."""
+    case_tls = case.get("tls", tls.OFF)
     try:
+        if through is not None:
+            return through[0].legs(log_offset, through[1], case_tls)
         seen = tls.connections_seen(source.logfile, log_offset, source.dbname("source"), "postgres_fdw")
-        return tls.check_seen(seen, case.get("tls", tls.OFF), "postgres_fdw")
-    except (OSError, ValueError) as e:
-        raise CaseError(f"tls {case.get('tls', tls.OFF)}: {e}") from None
+        return {"tls": tls.check_seen(seen, case_tls, "postgres_fdw")}
+    except (OSError, ValueError, psycopg.Error) as e:
+        raise CaseError(f"tls {case_tls}: {e}") from None
 
 
 def _passfile(server: Server) -> str | None:

@@ -303,9 +303,9 @@ METRICS = catalogue(
     Metric("rows_per_s", "rows/s", "higher", "rows over the client's total"),
     Metric("mb_per_s", "MB/s", "higher", "10^6 bytes of COPY text over the client's total"),
     Metric("ms_per_iteration", "ms", "lower", "the client's total per run of the query"),
-    *ITERATION_METRICS, *pooler_evidence.CLIENT_METRICS,
+    *ITERATION_METRICS, *pooler_evidence.CLIENT_METRICS, pooler_evidence.SERVER_LEG_TLS,
     Metric("tls", "text", "none", "the TLS the client's connections negotiated (protocol, cipher, bits; off: none), "
-           "as the server logged each (runs with --tls on)"),
+           "as the server logged each, or through a PgBouncer the pooler (runs with --tls on)"),
 )
 PRIMARY_METRIC = "duration_ms"
 

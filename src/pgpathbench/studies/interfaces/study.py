@@ -39,6 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
+
 from ... import user_queries
 from ...tools.clients import check_jdbc_dsns, iteration_percentiles, require_clients, run_native_client
 from ...datasets import seed003
@@ -266,7 +268,9 @@ class Interfaces(Declared):
         out = st.outfile if dest == "file" else "/dev/null"
         written = None
         target = st.targets[pooled.target_key(case)]
-        log_offset = tls.log_offset(target.server.logfile) if target.server.tls else None
+        # with TLS in the run, every case's connections are checked (a pooler's: both legs)
+        with_tls = st.servers[REMOTE_ROLE if case["transport"] == "remote" else LOCAL_ROLE].tls
+        log_offset = tls.log_offset(target.server.logfile) if with_tls else None
         try:
             run = run_native_client(iface, case_conninfo(env, target, case), st.queries[query], mode=mode,
                                     keep=strategy == "once",
@@ -288,7 +292,7 @@ class Interfaces(Declared):
         if written is not None and written != (o["bytes"] if printfrac == "p-all" else 0):
             raise CaseError(f"{iface} {mode} wrote {written} bytes to its file, not the {o['bytes']} it read")
         total_s = o["total_s"]
-        negotiated = {} if log_offset is None else {"tls": _negotiated(target.server, log_offset, case, iface)}
+        negotiated = {} if log_offset is None else _negotiated(env, target.server, log_offset, case, iface)
         return {
             **process_figures(run), **client_times(o), "startup_ms": max(0.0, run.wall_s - total_s) * 1000,
             "rows": o["rows"], "bytes": o["bytes"], "iterations": o["iterations"], "checksum": o["checksum"],
@@ -331,14 +335,20 @@ def case_conninfo(env: StudyEnv, target: Target, case: Case) -> str:
     return tls.conninfo(target.conninfo, case.get("tls", tls.OFF), env.servers.root_cert)
 
 
-def _negotiated(server: Server, log_offset: int, case: Case, iface: str) -> str:
-    """The TLS the client's connections negotiated, as the server logged them; CaseError when one of
-    them is not the case's (the hop must be what the case says)."""
+def _negotiated(env: StudyEnv, server: Server, log_offset: int, case: Case, iface: str) -> dict[str, str]:
+    """The TLS the client's connections negotiated, as the server logged them, and through a pooler its
+    both legs' (the pooler's log, the server's pg_stat_ssl); CaseError when one of them is not the case's
+    (the hop must be what the case says)."""
+    case_tls = case.get("tls", tls.OFF)
     try:
+        through = pooled.poolers_of(env, case).get(pooler_evidence.CLIENT_PREFIX)
+        if through is not None:
+            pooler, alias = through
+            return pooler.legs(log_offset, alias, case_tls)
         seen = tls.connections_seen(server.logfile, log_offset, server.dbname(DB))
-        return tls.check_seen(seen, case.get("tls", tls.OFF), f"the {iface} client")
-    except (OSError, ValueError) as e:
-        raise CaseError(f"tls {case.get('tls', tls.OFF)}: {e}") from None
+        return {"tls": tls.check_seen(seen, case_tls, f"the {iface} client")}
+    except (OSError, ValueError, psycopg.Error) as e:
+        raise CaseError(f"tls {case_tls}: {e}") from None
 
 
 def _check_remote(remote: user.UserDsn, options: StudyOptions) -> None:
