@@ -104,7 +104,7 @@ def test_tls_poolers_sigkill_then_clean_then_resume(workspace_root):
             break
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    run_id = next((ws / "servers").iterdir()).name
+    run_id = next(p.name for p in (ws / "servers").iterdir() if p.is_dir())   # not its .lock
     clean = pgpathbench("clean", workspace=ws)
     assert clean.returncode == 0, clean.stderr
     assert pooler_leftovers(ws, run_id) == [] and our_processes(ws) == [] and not (ws / "servers" / run_id).exists()
@@ -173,7 +173,7 @@ def test_pooler_in_front_of_a_user_server_sigkill_then_clean(user_servers, works
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    run_id = next((ws / "servers").iterdir()).name
+    run_id = next(p.name for p in (ws / "servers").iterdir() if p.is_dir())   # not its .lock
     clean = pgpathbench("clean", workspace=ws)
     assert clean.returncode == 0, clean.stderr
     assert pooler_leftovers(ws, run_id) == [] and our_processes(ws) == []
