@@ -256,9 +256,12 @@ def cmd_doctor(args, out: Console, err: Console) -> int:
 def cmd_clean(args, out: Console, err: Console) -> int:
     from .clean import clean
     ws, bins = _context(args)
-    for line in clean(ws, bins, everything=args.all, results_dsn=_opt(args, "results_dsn")):
+    unreached: list[str] = []
+    for line in clean(ws, bins, everything=args.all, results_dsn=_opt(args, "results_dsn"), unreached=unreached):
         out.print(line, highlight=False)
-    return 0
+    for line in unreached:   # what stays on a host clean could not reach: exit 1
+        err.print(f"pgpathbench: clean: {line}", highlight=False, soft_wrap=True)
+    return 1 if unreached else 0
 
 
 COMMANDS = {"run": cmd_run, "studies": cmd_studies, "runs": cmd_runs, "report": cmd_report,
