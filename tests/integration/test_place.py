@@ -9,7 +9,9 @@ host's ledger is what `clean` (host_ledger.py) removes, and a host it cannot rea
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -22,7 +24,7 @@ from pgpathbench.servers.hosts import Hosts, HostSpec, SshSettings
 from pgpathbench.servers.network import available_link_kinds
 from pgpathbench.servers.remote import HostWorkspace, RemoteCluster
 
-from conftest import pgpathbench
+from conftest import cmdlines, pgpathbench, report_json, spawn_pgpathbench
 from hosts import LOGIN, SshHosts
 
 pytestmark = [pytest.mark.integration,
@@ -32,7 +34,7 @@ pytestmark = [pytest.mark.integration,
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
-    with SshHosts(tmp_path_factory.mktemp("hosts"), ("a",)) as made:
+    with SshHosts(tmp_path_factory.mktemp("hosts"), ("a", "b")) as made:
         yield made
 
 
@@ -93,7 +95,7 @@ def test_a_server_on_a_host_runs_there_and_leaves_nothing(hosts, workspace_root,
             assert f"\n{expected}:x:{uid}:" in "\n" + accounts(host)
             assert "pgpathbench:" in accounts(host) if user == "root" else "pgpathbench:" not in accounts(host)
             facts = cluster.fingerprint()
-            assert (facts["host_facts"]["host"], facts["host_facts"]["machine_id"]) == (host.hostname,
+            assert (facts["host"]["host"], facts["host"]["machine_id"]) == (host.hostname,
                                                                                        host.machine_id)
             assert "the host's own /usr/lib/postgresql/15/bin" in facts["binaries"]
             assert oct(cluster.passfile.stat().st_mode & 0o777) == "0o600"   # the password here: 0600 only
@@ -171,3 +173,141 @@ def test_a_major_the_host_lacks_is_shipped_there_as_the_pinned_bundle(hosts, wor
             cluster.remove()
             place.remove()
     assert not ours_on(host)
+
+
+# fdw-overhead narrowed to the FDW hop between two hosts: 2 rounds of 1 s.
+RUN = ("run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "fdw_external", "--repeat", "2")
+
+
+def place_args(hosts, user: str) -> tuple[str, ...]:
+    return (*RUN, "--host", f"a={hosts['a'].url(user)}", "--host", f"b={hosts['b'].url(user)}",
+            "--ssh-identity", str(hosts["a"].identity), "--place", "source=a", "--place", "external=b")
+
+
+def known(hosts, ws: Path) -> Path:
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "known_hosts").write_text("".join(h.known_hosts_line + "\n" for h in hosts.hosts.values()))
+    return ws
+
+
+def watch(proc: subprocess.Popen, hosts, ws: Path) -> tuple[str, str, list[str], dict[str, set[int]], set[str]]:
+    """The run to its end, sampling every command line (here and on the hosts: one pid namespace), the
+    network namespace of each placed postmaster (source on a, external on b) and the passwords of the
+    run's password files here."""
+    seen, netns, passwords = [], {"a": set(), "b": set()}, set()
+    while proc.poll() is None:
+        passwords |= {f.read_text().rsplit(":", 1)[-1].strip() for f in ws.glob("servers/*/*.pgpass")}
+        for pid, cmd in cmdlines().items():
+            if "pgpathbench.cli" in cmd:
+                continue
+            seen.append(cmd)
+            for name, role in (("a", "source"), ("b", "external")):
+                if " -D " in cmd and "/runs/" in cmd and f"/pg15_{role}/data" in cmd:
+                    with contextlib.suppress(OSError):
+                        netns[name].add(os.stat(f"/proc/{pid}/ns/net").st_ino)
+        time.sleep(0.1)
+    out, err = proc.communicate()
+    return out, err, seen, netns, passwords
+
+
+@pytest.mark.parametrize("user", [LOGIN, "root"])
+def test_fdw_overhead_with_source_and_external_on_two_hosts(hosts, workspace_root, user):
+    ws = known(hosts, workspace_root / f"place-run-{user}")
+    before = {n: hosts.lan.counters(n) for n in hosts.hosts}
+    out, err, seen, netns, passwords = watch(spawn_pgpathbench(*place_args(hosts, user), workspace=ws), hosts, ws)
+    after = {n: hosts.lan.counters(n) for n in hosts.hosts}
+    assert "measurements failed" not in err and "runs on host a" in err and "runs on host b" in err, err
+    exported = report_json(ws)
+    ok = [m for m in exported["measurements"] if m["ok"]]
+    assert len(ok) == 2 and all(m["metrics"]["tps"] > 0 for m in ok)
+    servers = exported["run"]["environment"]["sessions"][0]["servers"]
+    for name, role in (("a", "source"), ("b", "external")):
+        host, fingerprint = hosts[name], servers[f"pg15_{role}"]
+        assert (fingerprint["host"]["host"], fingerprint["host"]["machine_id"]) == \
+            (host.hostname, host.machine_id)   # each host's own, read there
+        assert fingerprint["placed"]["os_user"] == ("pgpathbench" if user == "root" else LOGIN)
+        crossed = sum(after[name][k] - before[name][k] for k in ("rx_bytes", "tx_bytes"))
+        assert crossed > 1_000_000, (name, crossed)   # scale 1's load, the FDW hop and the clients
+        assert netns[name] == {os.stat(f"/run/netns/{host.lan.netns}").st_ino}, netns
+    probes = {p["link"] for p in exported["link_probes"] if p["rtt_median_ms"] > 0}
+    assert {"pg15_source_0ms", "pg15_source_0ms+fdw_scan", "pg15_external@b"} <= probes, probes
+    assert len(passwords) == 2 and not [c for c in seen for p in passwords if p in c]
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"])
+    assert "pgpathbench:" not in accounts(hosts["a"]) + accounts(hosts["b"])
+
+
+def wait_for_placed_servers(proc: subprocess.Popen, hosts, timeout: float = 120) -> None:
+    """Until both placed servers run (their data directories there), or the run ends."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        data = [p for h in hosts.hosts.values() for p in ours_on(h) if p.name == "postmaster.pid"]
+        if len(data) == 2:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no placed servers: {proc.poll()}")
+
+
+def test_sigterm_removes_what_the_run_put_on_its_hosts(hosts, workspace_root):
+    ws = known(hosts, workspace_root / "place-term")
+    proc = spawn_pgpathbench(*place_args(hosts, "root"), "--repeat", "30", workspace=ws)
+    wait_for_placed_servers(proc, hosts)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 143, err
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"])
+    assert "pgpathbench:" not in accounts(hosts["a"]) + accounts(hosts["b"])
+    assert HostLedger(ws).entries() == []
+
+
+def test_sigkill_then_clean_reaches_both_hosts_and_resume_recreates(hosts, workspace_root):
+    ws = known(hosts, workspace_root / "place-kill")
+    proc = spawn_pgpathbench(*place_args(hosts, LOGIN), "--repeat", "30", workspace=ws)
+    wait_for_placed_servers(proc, hosts)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert ours_on(hosts["a"]) and ours_on(hosts["b"])   # a killed run cannot remove them itself
+    assert {e["host"] for e in HostLedger(ws).entries()} == {"a", "b"}
+    res = pgpathbench("clean", workspace=ws)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "host a: removed" in res.stdout and "host b: removed" in res.stdout
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"]) and HostLedger(ws).entries() == []
+    res = pgpathbench("run", "--resume", "latest", "--repeat", "30", workspace=ws, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "pg15_source runs on host a" in res.stderr
+    assert len([m for m in report_json(ws)["measurements"] if m["ok"]]) == 30
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"])
+
+
+def sshd_pids(host) -> list[int]:
+    return [pid for pid, cmd in cmdlines().items() if cmd.startswith("sshd") or cmd.startswith("/usr/sbin/sshd")
+            if pid in host.pids()]
+
+
+def test_a_host_lost_mid_run_fails_it_naming_the_host_and_resume_works_when_it_is_back(hosts, workspace_root):
+    ws = known(hosts, workspace_root / "place-lost")
+    host = hosts["a"]
+    proc = spawn_pgpathbench(*place_args(hosts, LOGIN), "--repeat", "3", workspace=ws)
+    progress = ""
+    while "[1/3]" not in progress and proc.poll() is None:   # measuring
+        progress += proc.stderr.readline()
+    postmaster = postmaster_pid_on(host)
+    for pid in sshd_pids(host):   # its sshd and every session of it: the run's connection too
+        os.kill(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    stopped = [line for line in err.splitlines() if line.startswith("pgpathbench: ")]
+    assert len(stopped) == 1 and "server pg15_source (host a (" in stopped[0] and " lost: " in stopped[0], err
+    assert HostLedger(ws).entries() and ours_on(host)   # left there: the host did not answer
+    # back: its sshd again, in its namespaces (entered through the server left running there)
+    subprocess.run(["nsenter", "-t", str(postmaster), "-m", "-u", "-n", "/usr/sbin/sshd", "-f",
+                    "/etc/ssh/sshd_config", "-E", "/etc/ssh/sshd.log"], check=True)
+    res = pgpathbench("run", "--resume", "latest", workspace=ws, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "pg15_source runs on host a" in res.stderr
+    assert len([m for m in report_json(ws)["measurements"] if m["ok"]]) == 3
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"]) and HostLedger(ws).entries() == []
+
+
+def postmaster_pid_on(host) -> int:
+    (pid_file,) = [p for p in ours_on(host) if p.name == "postmaster.pid"]
+    return int(pid_file.read_text().split()[0])

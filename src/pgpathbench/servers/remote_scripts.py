@@ -107,7 +107,10 @@ rm -rf "$run"
 echo "removed $run"
 for d in $dirs; do rmdir "$d" 2>/dev/null && echo "removed $d"; done
 for u in $users; do
-  if [ -z "$(ls -A "$(dirname "$run")" 2>/dev/null)" ] && userdel "$u" 2>/dev/null; then echo "removed user $u"; fi
+  [ -z "$(ls -A "$(dirname "$run")" 2>/dev/null)" ] || continue   # another run of ours is there
+  # userdel refuses while a process of the account exists: a postmaster's zombie waits for its reaper
+  i=0; until why=$(userdel "$u" 2>&1); do i=$((i+1)); [ $i -lt 100 ] || break; sleep 0.1; done
+  if id -u "$u" >/dev/null 2>&1; then echo "kept user $u: $(echo "$why" | tr "\n" " ")"; else echo "removed user $u"; fi
 done
 exit 0
 """
