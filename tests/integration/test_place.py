@@ -5,6 +5,13 @@ namespace, as the login user (or, with a root login, as an account made for it a
 after), listens on the host's address, admits this machine, and reports the host's facts in its
 fingerprint; removing the run's directory there leaves nothing of ours; after a killed run, the
 host's ledger is what `clean` (host_ledger.py) removes, and a host it cannot reach is said.
+
+Then `run fdw-overhead --place source=a --place external=b` (narrowed: ro, fdw_external, 1 s
+rounds), as a non-root login and as root: it measures; each postmaster in its host's network
+namespace; bytes crossed both veths; both hosts' facts in the fingerprint; the probes in the
+export; no password in any command line (one pid namespace: the hosts' processes are seen here);
+nothing left after the run, after SIGTERM, after SIGKILL + clean; a host whose sshd is killed
+mid-run stops the run in one line naming it, and --resume works once it is back.
 """
 
 from __future__ import annotations
