@@ -76,8 +76,10 @@ def cmd_run(args, out: Console, err: Console) -> int:
         for role in user.passwords_given(args.servers):
             err.print(f"pgpathbench: warning: --server {role}: its DSN holds a password, which any user of this "
                       "machine sees in ps while the run lasts; prefer PGPASSWORD or ~/.pgpass", highlight=False)
-    # The hosts' connections first: a host that refuses is refused before anything is written.
-    with placements.opened(ws.root) as hosts, _store(args, ws, bins) as store:
+    # The hosts' connections first: a host that refuses, or cannot run a major of the run, is refused
+    # before anything is written.
+    majors = options.dims.get("pg", ()) if options is not None else ()
+    with placements.opened(ws.root, majors) as hosts, _store(args, ws, bins) as store:
         runner = Runner(store, ws, bins, ProgressReporter(err), keep_servers=getattr(args, "keep_servers", False),
                         user_dsns=dsns, hosts=hosts)
         if options is not None:

@@ -206,7 +206,8 @@ class Runner:
         self.progress.log(f"resuming run {run['run_id']} ({run['status']}): {options.study}"
                           + (f", measuring {failed} failed measurements again" if failed else "")
                           + (f", {options.repeat} rounds" if repeat else ""))
-        with Placements.from_stored(options.params).opened(self.workspace.root) as self.hosts:
+        with Placements.from_stored(options.params).opened(self.workspace.root, options.dims.get("pg", ())) \
+                as self.hosts:
             self._execute(run["run_id"], options, run["seed"])
         return run["run_id"]
 

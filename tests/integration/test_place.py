@@ -318,3 +318,20 @@ def test_a_host_lost_mid_run_fails_it_naming_the_host_and_resume_works_when_it_i
 def postmaster_pid_on(host) -> int:
     (pid_file,) = [p for p in ours_on(host) if p.name == "postmaster.pid"]
     return int(pid_file.read_text().split()[0])
+
+
+def test_a_host_that_cannot_run_the_major_is_refused_before_anything_is_written(hosts, workspace_root):
+    ws = known(hosts, workspace_root / "place-nopg")
+    sshd = sshd_pids(hosts["b"])[0]   # its mount namespace: every session's
+    subprocess.run(["nsenter", "-t", str(sshd), "-m", "mount", "-t", "tmpfs", "tmpfs", "/usr/lib/postgresql"],
+                   check=True)
+    try:   # no PostgreSQL there, and 15 has no bundle to ship
+        res = pgpathbench(*place_args(hosts, LOGIN), workspace=ws)
+    finally:
+        subprocess.run(["nsenter", "-t", str(sshd), "-m", "umount", "/usr/lib/postgresql"], check=True)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("pgpathbench: error: --place external=b: PostgreSQL 15 neither installed (found: "
+                                 "none) nor shippable"), res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in ws.iterdir()) == ["known_hosts"]   # nothing written: no results, no run
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from ..errors import UserError
+from .host_facts import FACTS_SCRIPT, HostFacts
 from .hosts import HostSpec, Hosts, SshSettings, parse_host, parse_hosts
 
 PLACEABLE = {"fdw-overhead": ("source", "external")}
@@ -47,13 +48,20 @@ class Placements:
         return cls(dict(params.get("placed") or {}), hosts, params.get("ssh_identity"))
 
     @contextlib.contextmanager
-    def opened(self, workspace: Path) -> Iterator[Hosts | None]:
-        """The hosts' connections for the whole run (None without a placed role)."""
+    def opened(self, workspace: Path, majors: Iterable[int] = ()) -> Iterator[Hosts | None]:
+        """The hosts' connections for the whole run (None without a placed role), each placed role's
+        host checked first to run every major of the run (installed there, or a bundle shipped)."""
         if not self.roles:
             yield None
             return
         settings = SshSettings.checked(workspace, self.identity, self.accept, self.hosts)
         with Hosts(self.hosts, settings) as hosts:
+            for role, name in self.roles.items():
+                facts = HostFacts.parse(hosts[name].output(FACTS_SCRIPT, "reading the host's facts"))
+                for major in majors:
+                    runs, text = facts.postgres_text(int(major))
+                    if not runs:
+                        raise UserError(f"--place {role}={name}: {text}")
             yield hosts
 
 
