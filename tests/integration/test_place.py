@@ -335,3 +335,22 @@ def test_a_host_that_cannot_run_the_major_is_refused_before_anything_is_written(
     assert len(res.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in ws.iterdir()) == ["known_hosts"]   # nothing written: no results, no run
     assert not ours_on(hosts["a"]) and not ours_on(hosts["b"])
+
+
+def test_interfaces_with_remote_on_a_host(hosts, workspace_root):
+    ws = known(hosts, workspace_root / "place-interfaces")
+    host = hosts["b"]
+    before = hosts.lan.counters("b")
+    res = pgpathbench("run", "interfaces", "--preset", "quick", "--transport", "remote", "--interface",
+                      "libpq,psycopg", "--repeat", "2", "--host", f"b={host.url()}", "--ssh-identity",
+                      str(host.identity), "--place", "remote=b", workspace=ws)
+    assert res.returncode == 0, res.stderr
+    crossed = sum(hosts.lan.counters("b")[k] - before[k] for k in ("rx_bytes", "tx_bytes"))
+    exported = report_json(ws)
+    ok = [m for m in exported["measurements"] if m["ok"]]
+    assert ok and len(ok) == len(exported["measurements"])
+    fingerprint = exported["run"]["environment"]["sessions"][0]["servers"]["pg15_remote"]
+    assert (fingerprint["host"]["host"], fingerprint["host"]["machine_id"]) == (host.hostname, host.machine_id)
+    assert crossed > sum(m["metrics"].get("bytes", 0) for m in ok) > 0   # the rows crossed its veth
+    assert "pg15_remote_0ms" in {p["link"] for p in exported["link_probes"]}
+    assert not ours_on(host)

@@ -2,7 +2,7 @@
 anything is written, and kept with the run's options so that `run --resume` reaches the same hosts.
 
 Built so far: fdw-overhead's `source` and `external` (both on hosts, or the source alone: the
-external's postgres_fdw here then reaches it over the LAN). Every other role that issue 47 names
+external's postgres_fdw here then reaches it over the LAN), and interfaces' `remote`. Every other role that issue 47 names
 is refused as not placeable yet. A placed role has the real link to its host: no emulated latency
 or bandwidth, no PgBouncer or TLS of ours in front of it (refused, naming the option).
 """
@@ -18,9 +18,9 @@ from ..errors import UserError
 from .host_facts import FACTS_SCRIPT, HostFacts
 from .hosts import HostSpec, Hosts, SshSettings, parse_host, parse_hosts
 
-PLACEABLE = {"fdw-overhead": ("source", "external")}
+PLACEABLE = {"fdw-overhead": ("source", "external"), "interfaces": ("remote",)}
 # The roles issue 47 will place, not built yet: refused as such (not as unknown).
-LATER = {"interfaces": ("remote",), "remote-sampling": ("source", "external"), "file-fdw-tpch": ("worker",)}
+LATER = {"remote-sampling": ("source", "external"), "file-fdw-tpch": ("worker",)}
 # Dimensions whose values put something of ours (a proxy, a pooler, TLS) on a placed server's path.
 DIRECT_ONLY = {"latency": "0ms", "via": "direct", "fdw_via": "direct", "tls": "off"}
 
