@@ -6,8 +6,9 @@
 A host is a network namespace on the bridged LAN (user_lan.Lan) whose sshd (Debian's
 openssh-server, `sshd -D`) runs in mount and UTS namespaces of its own: its hostname, and
 per-host directories bound over /etc/ssh (its config, its own host key, authorized keys, its
-log), /home, /var/lib, /etc/machine-id and /etc/passwd, /etc/group, /etc/shadow (the machine's
-with one more account, LOGIN, whose home is /home/LOGIN), and a tmpfs on /tmp. Every session sees
+log), /home, /var/lib and /etc/machine-id, an overlay on /etc whose own /etc/passwd, /etc/group,
+/etc/shadow are the machine's with one more account, LOGIN, whose home is /home/LOGIN (and take
+a useradd), and a tmpfs on /tmp. Every session sees
 that view only, so whatever the tool puts on a host went through SSH, and a fact read here instead
 of there shows. The mounts live as long as the namespace's processes: ending them (stop() kills
 every pid of the network namespace) unmounts everything; then the LAN goes.
@@ -130,7 +131,7 @@ def _keygen(path: Path, comment: str) -> Path:
 
 def _layout(d: Path, identity: Path, hostname: str, address: str) -> str:
     """The host's directories and files; its host key's public half."""
-    for sub in ("ssh", "ssh/authorized_keys", "home", f"home/{LOGIN}", "varlib", "etc"):
+    for sub in ("ssh", "ssh/authorized_keys", "home", f"home/{LOGIN}", "varlib", "etc", "etcwork"):
         (d / sub).mkdir(parents=True, exist_ok=True)
         (d / sub).chmod(0o755)
     os.chown(d / "home" / LOGIN, LOGIN_UID, LOGIN_UID)
@@ -159,8 +160,10 @@ def _namespace_script(d: Path, hostname: str) -> str:
     """Inside the host's new mount and UTS namespaces: its names and directories, then sshd."""
     binds = [(d / "ssh", "/etc/ssh"), (d / "home", "/home"), (d / "varlib", "/var/lib"),
              (d / "machine-id", "/etc/machine-id"), (d / "hostname", "/etc/hostname")]
-    binds += [(d / "etc" / f, f"/etc/{f}") for f in ("passwd", "group", "shadow")]
-    lines = [f"hostname {hostname}", "mkdir -p /run/sshd"]
+    # /etc an overlay whose upper layer (d/etc) holds its passwd, group and shadow: useradd and
+    # userdel there rename files in /etc, which a file bound over /etc/passwd would refuse.
+    lines = [f"hostname {hostname}", "mkdir -p /run/sshd",
+             f"mount -t overlay overlay -o lowerdir=/etc,upperdir='{d / 'etc'}',workdir='{d / 'etcwork'}' /etc"]
     lines += [f"mount --bind '{src}' '{dst}'" for src, dst in binds]
     lines += ["mount -t tmpfs -o mode=1777 tmpfs /tmp",   # last: the binds' sources are under the suite's /tmp
               f"exec {SSHD} -D -f /etc/ssh/sshd_config -E /etc/ssh/sshd.log"]

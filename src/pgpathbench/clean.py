@@ -1,6 +1,7 @@
 """`pgpathbench clean`: remove what runs that are gone left (servers and their data, proxies,
 network namespaces, their databases on user servers: the ledger's, reached by their recorded DSN
-with the password from PGPASSWORD or ~/.pgpass), and scratch files of processes that are gone.
+with the password from PGPASSWORD or ~/.pgpass; their directories and servers on --place hosts,
+reached over SSH: host_ledger.py), and scratch files of processes that are gone.
 
 Nothing a live process uses is touched: a run holds its lock while it lives (Workspace.claim_run
 tells), the results cluster runs while any process uses it (store.stop_unused). --all also
@@ -20,6 +21,7 @@ from .servers.binaries import PgBinaries
 from .servers.cluster import socket_dir
 from .servers.postmaster import postmaster_pid, stop_pid
 from .servers.citus import TREE, tree_facts
+from .servers.host_ledger import HostLedger
 from .servers.ledger import Ledger
 from .servers.netns import netns_owners, remove_netns_links
 from .servers.topology import NETNS_STATE, Servers, free_crashed
@@ -29,19 +31,26 @@ from .store.keeper import KEEPER_PID
 from .workspace import Workspace
 
 
-def clean(ws: Workspace, bins: PgBinaries, everything: bool = False, results_dsn: str | None = None) -> list[str]:
+def clean(ws: Workspace, bins: PgBinaries, everything: bool = False, results_dsn: str | None = None,
+          unreached: list[str] | None = None) -> list[str]:
+    """What was removed, one line each; `unreached` gets one line per host of a run's that could
+    not be reached (its entry kept for a later clean)."""
     if not ws.root.exists():
         return ["nothing to clean"]
     ws.enter("clean --all" if everything else "clean", alone=everything)
     said = stop_unused(ws)
-    ledger = Ledger(ws.root)
-    for run_id in sorted(_runs_with_leftovers(ws, ledger)):
+    ledger, hosts = Ledger(ws.root), HostLedger(ws.root)
+    for run_id in sorted(_runs_with_leftovers(ws, ledger) | {e["run_id"] for e in hosts.entries()}):
         with ws.claim_run(run_id) as holder:
             if holder is not None:
                 said.append(f"left run {run_id}: in progress ({holder})")
                 continue
             said += Servers(ws, run_id, bins).clear_leftovers()
             said += clean_user_servers(ledger, run_id)
+            on_hosts, missed = hosts.clean(run_id)
+            said += on_hosts
+            if unreached is not None:
+                unreached += missed
     said += [f"removed {path}" for path in scratch.sweep()]
     if everything:
         said += remove_netns_links(ws.root / NETNS_STATE)   # no run's: nobody else is in the workspace

@@ -56,13 +56,16 @@ def cmd_run(args, out: Console, err: Console) -> int:
         raise UserError("--resume: takes no study; the run's own options are reused")
     if args.study is not None and args.resume_repeat is not None:
         raise UserError(f"--repeat: give it after the study's name (run {args.study} --repeat N), or with --resume")
-    options, dsns = None, {}
+    from .servers.placement import Placements, check_cases, parse_places
+    options, dsns, placements = None, {}, Placements()
     if args.study is not None:
         study = get_study(args.study)
-        _refuse_placements(args)
         dsns = user.parse_fdw_hosts(args.fdw_hosts, user.parse_servers(args.servers, study.roles))
+        placements = parse_places(args.places, args.hosts, args.ssh_identity, args.accept_host_keys, study.name,
+                                  {s.name: tuple(s.roles) for s in STUDIES.values()}, dsns)
         # stored with the options, and seen by the study's refine() (a user server's transports)
-        options = study_options(study, args, user.stored(dsns) if dsns else {})
+        options = study_options(study, args, {**(user.stored(dsns) if dsns else {}), **placements.stored()})
+        check_cases(placements, study.cases(options), options.params.get("bandwidth"))
     ws, bins = _context(args)
     if options is not None:   # before anything is written:
         bins.require(*study.required_tools)
@@ -73,9 +76,12 @@ def cmd_run(args, out: Console, err: Console) -> int:
         for role in user.passwords_given(args.servers):
             err.print(f"pgpathbench: warning: --server {role}: its DSN holds a password, which any user of this "
                       "machine sees in ps while the run lasts; prefer PGPASSWORD or ~/.pgpass", highlight=False)
-    with _store(args, ws, bins) as store:
+    # The hosts' connections first: a host that refuses, or cannot run a major of the run, is refused
+    # before anything is written.
+    majors = options.dims.get("pg", ()) if options is not None else ()
+    with placements.opened(ws.root, majors) as hosts, _store(args, ws, bins) as store:
         runner = Runner(store, ws, bins, ProgressReporter(err), keep_servers=getattr(args, "keep_servers", False),
-                        user_dsns=dsns)
+                        user_dsns=dsns, hosts=hosts)
         if options is not None:
             run_id = runner.start(options, args.seed)
         else:
@@ -87,21 +93,6 @@ def cmd_run(args, out: Console, err: Console) -> int:
         raise RunFailed(f"{failed} of {total} measurements failed; 'pgpathbench report {run_id}' lists them, "
                         f"'pgpathbench run --resume {run_id}' measures them again")
     return 0
-
-
-def _refuse_placements(args) -> None:
-    """--place is not built yet: refused whole (a malformed --host first), before anything is written."""
-    from .servers.hosts import parse_hosts
-    hosts = parse_hosts(args.hosts)
-    if args.places:
-        raise UserError(f"--place: {args.places[0].partition('=')[0][:40]}: not placeable yet (this version runs "
-                        "every managed role here); leave --place out, and check a host with 'pgpathbench doctor "
-                        "--host'")
-    given = "--host" if hosts else "--ssh-identity" if args.ssh_identity else \
-        "--accept-host-key" if args.accept_host_keys else None
-    if given:
-        raise UserError(f"{given}: a run uses hosts only for --place, which is not built yet; leave {given} out, or "
-                        "use it with 'pgpathbench doctor'")
 
 
 def cmd_studies(args, out: Console, err: Console) -> int:
@@ -256,9 +247,12 @@ def cmd_doctor(args, out: Console, err: Console) -> int:
 def cmd_clean(args, out: Console, err: Console) -> int:
     from .clean import clean
     ws, bins = _context(args)
-    for line in clean(ws, bins, everything=args.all, results_dsn=_opt(args, "results_dsn")):
+    unreached: list[str] = []
+    for line in clean(ws, bins, everything=args.all, results_dsn=_opt(args, "results_dsn"), unreached=unreached):
         out.print(line, highlight=False)
-    return 0
+    for line in unreached:   # what stays on a host clean could not reach: exit 1
+        err.print(f"pgpathbench: clean: {line}", highlight=False, soft_wrap=True)
+    return 1 if unreached else 0
 
 
 COMMANDS = {"run": cmd_run, "studies": cmd_studies, "runs": cmd_runs, "report": cmd_report,

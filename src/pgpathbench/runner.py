@@ -41,6 +41,8 @@ from .results.model import MODEL_VERSION
 from .results.upgrade import upgrade_run
 from .servers import binaries, guc, user, user_checks
 from .servers.binaries import PgBinaries
+from .servers.hosts import Hosts
+from .servers.placement import Placements
 from .servers.topology import Servers, clear_killed_runs
 from .servers.user import UserDsn
 from .store import ResultsStore
@@ -147,10 +149,12 @@ def take_measurement(study, env: StudyEnv, case, taken: Taken) -> dict:
 
 class Runner:
     def __init__(self, store: ResultsStore, workspace: Workspace, bins: PgBinaries,
-                 progress: ProgressReporter, keep_servers: bool = False, user_dsns: dict[str, UserDsn] | None = None):
+                 progress: ProgressReporter, keep_servers: bool = False, user_dsns: dict[str, UserDsn] | None = None,
+                 hosts: Hosts | None = None):
         self.store, self.workspace, self.bins = store, workspace, bins
         self.progress, self.keep_servers = progress, keep_servers
         self.user_dsns = user_dsns or {}   # --server ROLE=DSN, passwords included (never stored)
+        self.hosts = hosts                 # --place's hosts, their connections open (a resume opens its own)
 
     def binaries(self, options: StudyOptions) -> dict[str, PgBinaries]:
         """The binaries of every major the run asks for (--pg), fetched now if need be; the study may
@@ -202,7 +206,9 @@ class Runner:
         self.progress.log(f"resuming run {run['run_id']} ({run['status']}): {options.study}"
                           + (f", measuring {failed} failed measurements again" if failed else "")
                           + (f", {options.repeat} rounds" if repeat else ""))
-        self._execute(run["run_id"], options, run["seed"])
+        with Placements.from_stored(options.params).opened(self.workspace.root, options.dims.get("pg", ())) \
+                as self.hosts:
+            self._execute(run["run_id"], options, run["seed"])
         return run["run_id"]
 
     def _execute(self, run_id: str, options: StudyOptions, seed: int) -> None:
@@ -225,7 +231,8 @@ class Runner:
         clock = _Clock()
         try:
             with signals_interrupt(), Servers(self.workspace, run_id, self.bins, self.keep_servers,
-                                                  log=self.progress.log, user_dsns=self.user_dsns) as servers:
+                                                  log=self.progress.log, user_dsns=self.user_dsns,
+                                                  hosts=self.hosts, placed=options.params.get("placed")) as servers:
                 if todo:
                     envs = self._prepare(study, options, servers, run_id, session, fingerprint, clock)
                     try:

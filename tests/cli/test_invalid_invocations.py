@@ -78,6 +78,7 @@ SAMPLING = ["run", "remote-sampling", "--preset", "quick"]
 INTERFACES = ["run", "interfaces", "--preset", "quick"]
 FIDELITY = ["run", "interfaces-fidelity", "--preset", "quick"]
 TPCH = ["run", "file-fdw-tpch", "--preset", "quick"]
+HOST_A = ["--host", "a=ssh://u@h"]
 
 PARAMETER_CASES = [
     ([*FDW, "--clients", "²"], "--clients: '²' is not a whole number"),
@@ -316,10 +317,25 @@ OTHER_CASES = [
     (["doctor", "--host", "a=ssh://u@h", "--accept-host-key", "b"], "--accept-host-key: no --host is named b"),
     (["doctor", "--host", "a=ssh://u@h", "--ssh-identity", "/nonexistent/key"], "--ssh-identity: /nonexistent"),
     (["doctor", "--ssh-identity"], "--ssh-identity"),
-    # --place is not built yet: refused whole, whatever the role
-    ([*FDW, "--place", "external=a", "--host", "a=ssh://u@h"], "--place: external: not placeable yet"),
-    ([*FDW, "--place", "source=a"], "--place: source: not placeable yet"),
-    ([*FDW, "--host", "a=ssh://u@h"], "--host: a run uses hosts only for --place"),
+    # --place (issue 47): checked before any host is reached; a host that refuses: tests/integration/test_place.py
+    ([*FDW, "--place", "source=a"], "--place: no --host is named a; add --host a=ssh://"),
+    ([*FDW, "--place", "source", *HOST_A], "--place: give ROLE=NAME"),
+    ([*FDW, "--place", "source=a", "--place", "source=a", *HOST_A], "--place: source is placed twice"),
+    ([*FDW, "--place", "nosuch=a", *HOST_A], "--place: no role nosuch in fdw-overhead; its roles: source"),
+    ([*FDW, "--place", "remote=a", *HOST_A], "--place: remote is a role of interfaces, not of fdw-overhead"),
+    ([*INTERFACES, "--place", "local=a", *HOST_A], "--place: local is not a managed server of interfaces that can"),
+    ([*INTERFACES, "--place", "remote=a", *HOST_A, "--latency", "0ms,2ms"], "--latency: 2ms cannot apply"),
+    ([*SAMPLING, "--place", "source=a", *HOST_A], "--place: source: not placeable yet"),
+    ([*FDW, "--place", "source=a", *HOST_A, "--server", f"source={DSN}"], "--place: source is also given by --server"),
+    ([*FDW, "--place", "external=a", *HOST_A], "--place: a placed external reaches the source over the network"),
+    ([*FDW, "--place", "source=a", *HOST_A, "--host", "b=ssh://u@h2"], "--host b: a run uses hosts only for --place"),
+    ([*FDW, "--place", "source=a", *HOST_A, "--target", "fdw_external", "--latency", "0ms,2ms"],
+     "--latency: 2ms cannot apply to a placed server"),
+    ([*FDW, "--place", "source=a", *HOST_A, "--target", "fdw_external", "--bandwidth", "1mbit"],
+     "--bandwidth: a placed server's path is the real link"),
+    ([*FDW, "--place", "source=a", *HOST_A, "--target", "fdw_external", "--fdw-via", "pgbouncer"],
+     "--fdw-via: pgbouncer cannot apply to a placed server"),
+    ([*FDW, "--host", "a=ssh://u@h"], "--host a: a run uses hosts only for --place"),
     ([*FDW, "--host", "a=ssh://u@h:99999", "--place", "external=a"], "--host: a: the port is 1 to 65535"),
     ([*FDW, "--accept-host-key", "a"], "--accept-host-key: a run uses hosts only for --place"),
     (["clean", "--all=yes"], "--all"),

@@ -363,19 +363,25 @@ class Cluster:
         """What of this server changes a result: its build (version, binaries), what it preloads,
         every non-default setting, and Citus's settings when it runs Citus."""
         with self.connect() as conn:
-            version, preload = conn.execute("SELECT version(), current_setting('shared_preload_libraries')").fetchone()
-            settings = dict(conn.execute(
-                "SELECT name, setting FROM pg_settings WHERE source NOT IN ('default', 'override') "
-                "AND name NOT IN ('port', 'unix_socket_directories', 'data_directory', 'config_file', "
-                "'hba_file', 'ident_file') ORDER BY name").fetchall())
-            citus = dict(conn.execute("SELECT name, setting FROM pg_settings WHERE name LIKE 'citus.%' ORDER BY name"))
-            loaded = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'citus'").fetchone() \
-                if citus else None
-        return {"version": version, "major": self.bins.major, "settings": settings, "preload": preload,
-                **({"citus": loaded[0], "citus_settings": citus} if citus else {}), "bindir": str(self.bins.bindir),
+            found = fingerprint_of(conn)
+        return {**found, "major": self.bins.major, "bindir": str(self.bins.bindir),
                 "binaries": getattr(self.bins, "origin", str(self.bins.bindir)),
                 "client_tools_major": getattr(self.bins, "client_major", self.bins.major),
                 "auth": {"local": "trust (private 0700 socket dir)", "tcp": self.tcp_auth}}
+
+
+def fingerprint_of(conn: psycopg.Connection) -> dict:
+    """A managed server's own word on its build: version, preloads, non-default settings, Citus's."""
+    version, preload = conn.execute("SELECT version(), current_setting('shared_preload_libraries')").fetchone()
+    settings = dict(conn.execute(
+        "SELECT name, setting FROM pg_settings WHERE source NOT IN ('default', 'override') "
+        "AND name NOT IN ('port', 'unix_socket_directories', 'data_directory', 'config_file', "
+        "'hba_file', 'ident_file') ORDER BY name").fetchall())
+    citus = dict(conn.execute("SELECT name, setting FROM pg_settings WHERE name LIKE 'citus.%' ORDER BY name"))
+    loaded = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'citus'").fetchone() \
+        if citus else None
+    return {"version": version, "settings": settings, "preload": preload,
+            **({"citus": loaded[0], "citus_settings": citus} if citus else {})}
 
 
 def _failed(what: str, returncode: int | None, output: str, log: Path | None = None) -> ServerRefused:

@@ -181,6 +181,15 @@ class Connection:
                                "-o", "ControlMaster=no", "--", self.spec.destination, "sh -s"],
                               input=script, capture_output=True, text=True, timeout=timeout)
 
+    def send(self, command: str, data: bytes, timeout: float = 600) -> subprocess.CompletedProcess:
+        """A command (paths only: it is on the host's command line) reading `data` on its stdin: how a
+        file goes there over the open connection (a tar stream: the bundle of remote.py)."""
+        res = subprocess.run(["ssh", *self.settings.options(self.spec.name), "-S", str(self.control_path),
+                              "-o", "ControlMaster=no", "--", self.spec.destination, command],
+                             input=data, capture_output=True, timeout=timeout)
+        return subprocess.CompletedProcess(res.args, res.returncode, res.stdout.decode(errors="replace"),
+                                           res.stderr.decode(errors="replace"))
+
     def output(self, script: str, what: str) -> str:
         """run(script)'s stdout; a failure names the host and what was asked."""
         res = self.run(script)

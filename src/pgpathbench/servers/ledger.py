@@ -25,23 +25,27 @@ MARK = "pgpathbench run"
 FILE = "user-objects.json"
 
 
+@contextlib.contextmanager
+def locked_entries(path: Path) -> Iterator[list[dict]]:
+    """A JSON list's entries, read and written back under an exclusive lock (runs may share a workspace)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        entries = json.loads(path.read_text()) if path.exists() else []
+        before = list(entries)
+        yield entries
+        if entries != before:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(entries, indent=1) + "\n")
+            os.replace(tmp, path)
+
+
 class Ledger:
     def __init__(self, root: Path):
         self.path = root / FILE
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[list[dict]]:
-        """The entries, read and written back under an exclusive lock (runs may share a workspace)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            entries = json.loads(self.path.read_text()) if self.path.exists() else []
-            before = list(entries)
-            yield entries
-            if entries != before:
-                tmp = self.path.with_suffix(".tmp")
-                tmp.write_text(json.dumps(entries, indent=1) + "\n")
-                os.replace(tmp, self.path)
+    def _locked(self):
+        return locked_entries(self.path)
 
     def entries(self, run_id: str | None = None) -> list[dict]:
         if not self.path.exists():

@@ -26,11 +26,12 @@ from .netns import create_netns, remove_netns_links
 from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt
 from .ledger import Ledger
 from .paths import NetworkPath
+from .remote import PlacedServers, RemoteCluster
 from .pgbouncer import Pooler, stop_recorded as stop_recorded_pooler
 from .tls import Authority
 from .user import UserDsn, UserServer
 
-Server = Cluster | UserServer   # what a study's role is: a managed server or the user's (--server ROLE=DSN)
+Server = Cluster | UserServer | RemoteCluster   # what a study's role is: a managed server or the user's (--server ROLE=DSN)
 PROBE_ROUND_TRIPS = 100
 PROXY_PID_FILE = "toxiproxy.pid"   # found by `clean` if a run was killed before it could stop the proxy
 NETNS_STATE = "network.json"       # namespaces and veths made, recorded before they are made (for `clean`)
@@ -45,7 +46,8 @@ def require_proxy() -> None:
 
 class Servers:
     def __init__(self, workspace: Workspace, run_id: str, bins: PgBinaries, keep: bool = False,
-                 log=lambda message: None, user_dsns: dict[str, UserDsn] | None = None):
+                 log=lambda message: None, user_dsns: dict[str, UserDsn] | None = None, hosts=None,
+                 placed: dict[str, str] | None = None):
         self.workspace = workspace
         self.root: Path = workspace.run_servers_dir(run_id)
         self.bins = bins
@@ -63,6 +65,8 @@ class Servers:
         self.ledger = Ledger(workspace.root)
         self.authority = Authority(self.root / TLS_DIR, workspace.server_user)   # made when a server needs TLS
         self._lock: int | None = None   # the run's lock, held from __enter__ to close()
+        # --place's roles: their servers on other hosts, over the run's open SSH connections (hosts)
+        self.placed = PlacedServers(hosts, placed, run_id, self.root, workspace, log)
 
     def user_server(self, role: str) -> UserServer | None:
         """The user's server in `role`, if --server named one (the same for every major)."""
@@ -132,7 +136,7 @@ class Servers:
         """
         if name in self.links:
             return self.links[name][0]
-        host, over = cluster.tcp_host, "veth" if cluster.netns else "loopback"
+        host, over = cluster.tcp_host, "veth" if cluster.netns else getattr(cluster, "network", "loopback")
         shaped = cluster.netns is not None  # tbf on the veth already limits bandwidth
         if latency_ms == 0 and (not bandwidth_kbit or shaped):
             link = Link(name, f"direct ({over})", host, cluster.port, 0, 0, bandwidth_kbit, upstream=f"{host}:{cluster.port}")
@@ -156,7 +160,8 @@ class Servers:
                 for name, (_, conninfo, passfile) in self.links.items()]
 
     def fingerprint(self) -> dict:
-        managed = {name: c.fingerprint() for name, c in self.clusters.items() if c.running}
+        managed = {name: c.fingerprint() for name, c in (*self.clusters.items(), *self.placed.clusters.items())
+                   if c.running}
         poolers = {name: p.fingerprint() for name, p in self.poolers.items() if p.running}
         return {**managed, **poolers, **{f"user_{role}": u.fingerprint() for role, u in self.user_servers.items()}}
 
@@ -164,13 +169,15 @@ class Servers:
         return {name: link.describe() for name, (link, *_) in self.links.items()}
 
     def dead(self, wait_s: float = 0.0) -> list[str]:
-        """The clusters of this run whose server has died (not stopped by us): 'name (how)'.
+        """The clusters of this run whose server has died (not stopped by us), or whose host is lost: 'name (how)'.
         wait_s: after a failure, how long to watch for a death still under way (a killed
         postmaster closes its sockets, which fails the client, before it can be reaped)."""
-        deadline = time.monotonic() + wait_s
+        deadline, hosts_asked = time.monotonic() + wait_s, False
         while True:
             found = [f"{name} ({c.exit_reason()})" for name, c in (*self.clusters.items(), *self.poolers.items())
                      if c.exit_reason()]
+            if not found and not hosts_asked:   # once: whether placed servers' hosts still answer over SSH
+                hosts_asked, found = True, self.placed.lost()
             if found or time.monotonic() >= deadline:
                 return found
             time.sleep(0.02)
@@ -215,6 +222,7 @@ class Servers:
         try:
             self._drop_user_objects()
             self._close_clusters()
+            self.placed.close(self.keep)
         finally:   # after the servers inside them have stopped
             try:
                 remove_netns_links(self.netns_state, owner=self.run_id)
@@ -255,6 +263,8 @@ class Servers:
             self.workspace.release_run(self.run_id, self._lock)
             self._lock = None
             raise
+        on_hosts, unreached = self.placed.clear()
+        said += on_hosts + unreached
         if said:
             self.log("removed what an earlier, killed session of this run left: " + "; ".join(said))
         return self
@@ -325,7 +335,14 @@ class ServerScope:
         """The role's server: the user's (--server ROLE=DSN), else a managed cluster named after it
         (settings, remote, bandwidth, TCP authentication and TLS are the managed one's)."""
         user = self.servers.user_server(role)
-        return user if user is not None else self.cluster(role, settings, remote, bandwidth_kbit, tcp_auth, tls=tls)
+        if user is not None:
+            return user
+        host = self.servers.placed.host_of(role)
+        if host:   # its client path probed every round, as every link is
+            placed = self.servers.placed.server(self.prefix + role, role, self.bins.major, settings)
+            self.servers.link(f"{placed.name}@{host}", placed)
+            return placed
+        return self.cluster(role, settings, remote, bandwidth_kbit, tcp_auth, tls=tls)
 
     @property
     def root_cert(self) -> Path:

@@ -389,8 +389,10 @@ def _fdw_tls(source: Server, log_offset: int, case: Case, through: tuple | None)
 
 
 def _passfile(server: Server) -> str | None:
-    """The password file a client program needs: none through a managed server's private socket."""
-    return None if server.managed else (str(server.passfile) if server.passfile else None)
+    """The password file a client program needs: none through a managed server's private socket (a
+    placed server has none here: TCP to its host)."""
+    private_socket = server.managed and "unix" in server.transports
+    return None if private_socket else (str(server.passfile) if server.passfile else None)
 
 
 def _script_files(given: list[dict]) -> tuple[tuple[str, int], ...]:

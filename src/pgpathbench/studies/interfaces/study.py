@@ -367,5 +367,7 @@ def _remote_fact(remote: Server | None) -> str:
         return "none"
     if not remote.managed:
         return "your server (a database of ours there) with the same data"
+    placed = getattr(remote, "network", None)   # a placed server's (servers/remote.py): its host
     return "a second managed server with the same data" + (
-        f", in network namespace {remote.netns['netns']} (veth)" if remote.netns else ", on loopback")
+        f", in network namespace {remote.netns['netns']} (veth)" if remote.netns else
+        f", on {placed} over SSH (--place)" if placed else ", on loopback")

@@ -1,0 +1,130 @@
+"""`--place ROLE=NAME` (issue 47): which managed roles of a run live on which --host, checked before
+anything is written, and kept with the run's options so that `run --resume` reaches the same hosts.
+
+Built so far: fdw-overhead's `source` and `external` (both on hosts, or the source alone: the
+external's postgres_fdw here then reaches it over the LAN), and interfaces' `remote`. Every other role that issue 47 names
+is refused as not placeable yet. A placed role has the real link to its host: no emulated latency
+or bandwidth, no PgBouncer or TLS of ours in front of it (refused, naming the option).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping
+
+from ..errors import UserError
+from .host_facts import FACTS_SCRIPT, HostFacts
+from .hosts import HostSpec, Hosts, SshSettings, parse_host, parse_hosts
+
+PLACEABLE = {"fdw-overhead": ("source", "external"), "interfaces": ("remote",)}
+# The roles issue 47 will place, not built yet: refused as such (not as unknown).
+LATER = {"remote-sampling": ("source", "external"), "file-fdw-tpch": ("worker",)}
+# Dimensions whose values put something of ours (a proxy, a pooler, TLS) on a placed server's path.
+DIRECT_ONLY = {"latency": "0ms", "via": "direct", "fdw_via": "direct", "tls": "off"}
+
+
+@dataclass(frozen=True)
+class Placements:
+    roles: Mapping[str, str] = field(default_factory=dict)        # role -> host name
+    hosts: Mapping[str, HostSpec] = field(default_factory=dict)   # every --host of the run
+    identity: str | None = None
+    accept: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.roles)
+
+    def stored(self) -> dict:
+        """What the run keeps (no secret: a key's path, never a key)."""
+        if not self.roles:
+            return {}
+        return {"placed": dict(self.roles), "hosts": {n: h.destination for n, h in self.hosts.items()},
+                "ssh_identity": self.identity}
+
+    @classmethod
+    def from_stored(cls, params: Mapping) -> "Placements":
+        hosts = {n: parse_host(f"{n}={d}") for n, d in (params.get("hosts") or {}).items()}
+        return cls(dict(params.get("placed") or {}), hosts, params.get("ssh_identity"))
+
+    @contextlib.contextmanager
+    def opened(self, workspace: Path, majors: Iterable[int] = ()) -> Iterator[Hosts | None]:
+        """The hosts' connections for the whole run (None without a placed role), each placed role's
+        host checked first to run every major of the run (installed there, or a bundle shipped)."""
+        if not self.roles:
+            yield None
+            return
+        settings = SshSettings.checked(workspace, self.identity, self.accept, self.hosts)
+        with Hosts(self.hosts, settings) as hosts:
+            for role, name in self.roles.items():
+                facts = HostFacts.parse(hosts[name].output(FACTS_SCRIPT, "reading the host's facts"))
+                for major in majors:
+                    runs, text = facts.postgres_text(int(major))
+                    if not runs:
+                        raise UserError(f"--place {role}={name}: {text}")
+            yield hosts
+
+
+def parse_places(values: Iterable[str] | None, hosts: Iterable[str] | None, identity: str | None,
+                 accept: Iterable[str] | None, study: str, roles: Mapping[str, Iterable[str]],
+                 servers: Iterable[str]) -> Placements:
+    """--place values against the study's roles (roles: every study's, by name), the --host names and
+    the roles --server gives: one line naming the option and the fix for anything wrong."""
+    specs = parse_hosts(hosts)
+    placed: dict[str, str] = {}
+    for value in values or ():
+        role, sep, name = value.partition("=")
+        role, name = role.strip(), name.strip()
+        if not sep or not role or not name:
+            raise UserError("--place: give ROLE=NAME; ROLE a role of the study, NAME that of a --host")
+        _check_role(role, study, roles)
+        if role in placed:
+            raise UserError(f"--place: {role} is placed twice; give each role one --place")
+        if name not in specs:
+            raise UserError(f"--place: no --host is named {name}; add --host {name}=ssh://USER@ADDRESS[:PORT]")
+        if role in servers:
+            raise UserError(f"--place: {role} is also given by --server; give the role one server: its --server "
+                            f"or its --place")
+        placed[role] = name
+    if placed.get("external") and "source" not in placed and study == "fdw-overhead":
+        raise UserError("--place: a placed external reaches the source over the network, and this version keeps "
+                        "a source here on loopback; add --place source=NAME")
+    unused = sorted(set(specs) - set(placed.values()))
+    given = f"--host {unused[0]}" if unused else "--ssh-identity" if identity and not placed else \
+        "--accept-host-key" if accept and not placed else None
+    if given:
+        raise UserError(f"{given}: a run uses hosts only for --place, and no --place names it; leave {given} "
+                        "out, or place a role there (use it with 'pgpathbench doctor' to check a host)")
+    return Placements(placed, specs, identity, frozenset(accept or ()))
+
+
+def _check_role(role: str, study: str, roles: Mapping[str, Iterable[str]]) -> None:
+    if role in PLACEABLE.get(study, ()):
+        return
+    if role in LATER.get(study, ()):
+        raise UserError(f"--place: {role}: not placeable yet (this version places "
+                        f"{', '.join(f'{s} {r}' for s, rs in PLACEABLE.items() for r in rs)}); leave --place "
+                        f"{role}=... out")
+    if role in roles.get(study, ()):
+        raise UserError(f"--place: {role} is not a managed server of {study} that can be placed; place "
+                        f"{' or '.join(PLACEABLE.get(study, ())) or 'none of its roles'}")
+    elsewhere = sorted(s for s, rs in roles.items() if role in rs)
+    if elsewhere:
+        raise UserError(f"--place: {role} is a role of {', '.join(elsewhere)}, not of {study}; its roles: "
+                        f"{', '.join(roles.get(study, ()))}")
+    raise UserError(f"--place: no role {role[:40]} in {study}; its roles: {', '.join(roles.get(study, ()))}")
+
+
+def check_cases(placements: Placements, cases: Iterable[Mapping[str, str]], bandwidth: int | None) -> None:
+    """A placed role's path is the real one: refused when a case puts a link, pooler or TLS of ours there."""
+    if not placements:
+        return
+    if bandwidth:
+        raise UserError("--bandwidth: a placed server's path is the real link to its host, which no tbf or proxy "
+                        "of ours limits; leave --bandwidth out, or leave --place out")
+    for case in cases:
+        for dim, direct in DIRECT_ONLY.items():
+            if case.get(dim, direct) != direct:
+                option = "--" + dim.replace("_", "-")
+                raise UserError(f"{option}: {case[dim]} cannot apply to a placed server (its path is the real "
+                                f"link to its host); leave {option} at {direct}, or leave --place out")

@@ -1,0 +1,371 @@
+"""A managed PostgreSQL on another host, over the run's SSH connection (issue 47, `--place`).
+
+What lands on the host: the run's directory (its workspace's runs/RUN: ~/.local/share/pgpathbench
+of a login user, /var/lib/pgpathbench of root), holding a ledger (remote_scripts.py), each placed
+server's data, socket directory and log, and a shipped bundle when the host has no PostgreSQL of
+the run's major. The host's own installation (a bindir of /usr/lib/postgresql/*/bin or PATH, as
+host_facts reads them) comes first; else the pinned bundle this tool fetches (binaries.py) goes
+there as a tar stream on ssh's stdin, over the open connection.
+
+Servers never run as root: with a login user, as that user; with a root login, as the account
+`pgpathbench`, created (useradd --system) when missing and then recorded, so that it goes too.
+The server listens on the host's address (where this machine's SSH connection reaches it) and on
+its loopback, on a port tried free there; pg_hba.conf admits our superuser only from this
+machine's address as the host sees it ($SSH_CONNECTION), from the addresses `allow` adds (another
+placed server's, for postgres_fdw), from the host's loopback, and by its private socket (trust:
+0700). Its password is generated here and goes on ssh's stdin into a 0600 file for initdb
+(removed after); clients here read it from a 0600 password file (PGPASSFILE), in-process
+connections get it as a keyword: never on a command line, here or there.
+
+The run removes its directory there at its end (HostWorkspace.remove, after SIGINT/SIGTERM too);
+a killed run's is found by `clean` through this machine's entry (host_ledger.py).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import secrets
+import subprocess
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from ..errors import UserError
+from ..evidence import Watched
+from ..procs import password_env
+from . import remote_scripts as scripts
+from .binaries import BUNDLES, resolve
+from .cluster import SUPERUSER, TCP_AUTH, fingerprint_of
+from .host_facts import FACTS_SCRIPT, HostFacts
+from .host_ledger import HostLedger
+from .hosts import Connection
+
+RUNS_DIR = "runs"
+PORTS = (20000, 60000)    # where a free port is tried on the host
+START_TRIES = 5
+
+
+class HostLost(Exception):
+    """The host's SSH connection failed under a command: one line naming the host."""
+
+
+@dataclass
+class HostWorkspace:
+    """The run's directory on one host: made once (with the servers' account), removed at the end."""
+    connection: Connection
+    run_id: str
+    ledger: HostLedger
+    facts: HostFacts | None = None
+    client_address: str = ""     # this machine, as the host sees it
+    address: str = ""            # the host, as this machine reaches it
+    _bins: dict[int, tuple[str, str]] = field(default_factory=dict)   # major -> (bindir there, origin)
+
+    @property
+    def name(self) -> str:
+        return self.connection.spec.name
+
+    @property
+    def dir(self) -> str:
+        return f"{self.facts.values['workspace']}/{RUNS_DIR}/{self.run_id}"
+
+    @property
+    def as_root(self) -> bool:
+        return self.facts.values.get("uid") == "0"
+
+    @property
+    def account(self) -> str:
+        return scripts.ACCOUNT if self.as_root else self.facts.values.get("user", "")
+
+    def command_values(self) -> dict[str, str]:
+        """The prefixes a script runs the servers' commands with (raw shell: built here, not given)."""
+        if not self.as_root:
+            return {"as_account": "", "chown": ":"}
+        return {"as_account": f"runuser -u {scripts.ACCOUNT} --",
+                "chown": f"chown {scripts.ACCOUNT}:{scripts.ACCOUNT}"}
+
+    def prepare(self) -> "HostWorkspace":
+        if self.facts is not None:
+            return self
+        self.facts = HostFacts.parse(self.output(FACTS_SCRIPT, "reading the host's facts"))
+        self.ledger.add(self.run_id, self.connection, self.dir)   # before anything is made there
+        out = self.output(scripts.render(scripts.PREPARE, run=self.dir, account=scripts.ACCOUNT),
+                          "making the run's directory")
+        connection = next((line.split("=", 1)[1].split() for line in out.splitlines()
+                           if line.startswith("connection=")), [])
+        if len(connection) != 4:
+            raise UserError(f"--host {self.name}: sshd there gives no SSH_CONNECTION; the servers' addresses "
+                            "cannot be known")
+        self.client_address, self.address = connection[0], connection[2]
+        return self
+
+    def binaries(self, major: int, workspace) -> tuple[str, str]:
+        """(bindir there, where it comes from) for a major: the host's own, else the pinned bundle shipped."""
+        if major not in self._bins:
+            if major in self.facts.installations:
+                bindir, version = self.facts.installations[major]
+                self._bins[major] = (bindir, f"the host's own {bindir} ({version})")
+            elif self.facts.shippable(major):
+                self._bins[major] = self._ship(major, workspace)
+            else:
+                raise UserError(f"--place: on host {self.name}, {self.facts.postgres_text(major)[1]}")
+        return self._bins[major]
+
+    def _ship(self, major: int, workspace) -> tuple[str, str]:
+        bundle = BUNDLES[major]
+        local = resolve(major, workspace=workspace).bindir.parent
+        dest = f"{self.dir}/postgresql-{bundle.version}"
+        stream = io.BytesIO()
+        with tarfile.open(fileobj=stream, mode="w") as tar:
+            tar.add(local, arcname=".")
+        res = self.connection.send(scripts.render(scripts.UNPACK, dest=dest), stream.getvalue())
+        if res.returncode != 0 or f") {bundle.server_version}" not in res.stdout:
+            raise self.failed(res, f"shipping PostgreSQL {bundle.version}")
+        return f"{dest}/bin", f"{bundle.coordinates}, shipped to the host ({res.stdout.strip()})"
+
+    def output(self, script: str, what: str, timeout: float = 120) -> str:
+        try:
+            res = self.connection.run(script, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise HostLost(f"host {self.name}: {what} took more than {timeout:.0f} s") from None
+        if res.returncode != 0:
+            raise self.failed(res, what)
+        return res.stdout
+
+    def failed(self, res: subprocess.CompletedProcess, what: str) -> Exception:
+        last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+        if res.returncode == 255:   # ssh's own failure: the connection, not the script
+            return HostLost(f"host {self.name} ({self.connection.spec.shown}) lost: {what}: {last}")
+        return UserError(f"--place: {what} failed on host {self.name}: {last}")
+
+    def remove(self) -> list[str]:
+        """Everything of the run there (its ledger's), then this machine's entry; what was done."""
+        if self.facts is None:
+            return []
+        done = self.output(scripts.render(scripts.CLEANUP, run=self.dir), "removing the run's directory")
+        self.ledger.forget(self.run_id, self.name)
+        return [f"host {self.name}: {line}" for line in done.splitlines() if line.strip()]
+
+
+@dataclass
+class RemoteCluster:
+    """One placed server: made, started, stopped and removed over its host's connection; seen by the
+    studies as any server (the interface of Cluster and UserServer), reached over TCP only."""
+    name: str
+    host: HostWorkspace
+    major: int
+    local_dir: Path                    # this run's server directory here: the password file
+    settings: dict[str, str] = field(default_factory=dict)
+    allowed: list[str] = field(default_factory=list)   # more client addresses (another placed server)
+    port: int | None = None
+    bindir: str = ""
+    origin: str = ""
+    password: str = field(default="", repr=False)
+    _running: bool = False
+
+    managed = True
+    netns = None
+    tls = None
+    user = SUPERUSER
+    transports = ("tcp",)
+    self_host = "127.0.0.1"
+    tcp_auth = TCP_AUTH[0]
+
+    @property
+    def dir(self) -> str:
+        return f"{self.host.dir}/{self.name}"
+
+    @property
+    def tcp_host(self) -> str:
+        return self.host.address
+
+    @property
+    def network(self) -> str:
+        """What a path to it crosses (a link's kind): the network to its host."""
+        return f"host {self.host.name}"
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def passfile(self) -> Path:
+        return self.local_dir / f"{self.name}.pgpass"
+
+    def client_env(self, base=None) -> dict[str, str]:
+        return password_env(self.passfile, base)
+
+    def _values(self, **more: str) -> dict:
+        return {**self.host.command_values(), "dir": self.dir, "bindir": self.bindir,
+                "ledger": f"{self.host.dir}/{scripts.LEDGER}", **more}
+
+    def start(self, workspace) -> "RemoteCluster":
+        """initdb there (fresh, as a resumed run's servers are), then a start on a port free there."""
+        self.host.prepare()
+        self.bindir, self.origin = self.host.binaries(self.major, workspace)
+        self.password = secrets.token_urlsafe(24)
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.passfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"*:*:*:{SUPERUSER}:{self.password}\n")
+        raw = ("as_account", "chown", "password")
+        self.host.output(scripts.render(scripts.INITDB, raw, superuser=SUPERUSER, password=self.password,
+                                        **self._values()), f"initdb of {self.name}")
+        for attempt in range(START_TRIES):
+            self.port = random.randint(*PORTS)
+            try:
+                self._launch()
+                return self
+            except UserError as e:
+                if not str(e).endswith("port in use") or attempt == START_TRIES - 1:
+                    raise
+        return self
+
+    def _launch(self) -> None:
+        conf = {"listen_addresses": f"{self.host.address},127.0.0.1", "port": str(self.port),
+                "unix_socket_directories": f"{self.dir}/sock", "unix_socket_permissions": "0700",
+                "logging_collector": "off", **self.settings}
+        text = "\n".join(f"{k} = '{str(v).replace(chr(39), chr(39) * 2)}'" for k, v in conf.items())
+        self.host.output(scripts.render(scripts.START, ("as_account", "chown", "conf", "hba"), conf=text,
+                                        hba=self._hba(), **self._values()), f"the start of server {self.name}")
+        self._running = True
+
+    def _hba(self) -> str:
+        clients = dict.fromkeys([self.host.client_address, *self.allowed, "127.0.0.1"])
+        return "\n".join([f"local all {SUPERUSER} trust",
+                          *(f"host all {SUPERUSER} {a}/32 {self.tcp_auth}" for a in clients)])
+
+    def allow(self, address: str) -> None:
+        """Admit our superuser from one more address (postgres_fdw of a server on another host)."""
+        if address in self.allowed or address == self.host.client_address:
+            return
+        self.allowed.append(address)
+        self.host.output(scripts.render("cat > {dir}/data/pg_hba.conf <<'PGPB_HBA_END'\n{hba}\nPGPB_HBA_END\n"
+                                        + scripts.RELOAD, ("as_account", "hba"), hba=self._hba(),
+                                        **self._values(data=f"{self.dir}/data")), f"pg_hba.conf of {self.name}")
+
+    def stop(self, immediate: bool = False) -> None:
+        if not self._running:
+            return
+        self._running = False
+        self.host.output(scripts.render(scripts.STOP, ("as_account",), data=f"{self.dir}/data",
+                                        mode="immediate" if immediate else "fast", **self._values()),
+                         f"the stop of server {self.name}")
+
+    def remove(self) -> None:
+        """Stopped; its directory there goes with the run's (HostWorkspace.remove)."""
+        self.stop(immediate=True)
+        self.passfile.unlink(missing_ok=True)
+
+    def exit_reason(self) -> str | None:
+        return None   # its death shows as its host's failure (HostLost) or a failed connection
+
+    # -- connecting (as Cluster and UserServer) -----------------------------------------------
+    def dbname(self, name: str) -> str:
+        return name
+
+    def client_args(self, name: str) -> tuple[str, str, int, str]:
+        return name, self.tcp_host, self.port, SUPERUSER
+
+    @staticmethod
+    def reached_at(link) -> tuple[str, int]:
+        return link.host, link.port
+
+    def fdw_target(self, name: str) -> tuple[dict[str, str], str, str | None]:
+        return {"dbname": name}, SUPERUSER, self.password
+
+    def conninfo(self, dbname: str = "postgres", transport: str = "tcp") -> str:
+        return f"host={self.tcp_host} port={self.port} user={SUPERUSER} dbname={dbname}"
+
+    def connect(self, dbname: str = "postgres", **kw) -> psycopg.Connection:
+        return psycopg.connect(self.conninfo(dbname), autocommit=True, password=self.password,
+                               connect_timeout=10, **kw)
+
+    def watched(self, role: str, *databases: str) -> Watched:
+        return Watched(role, self.connect, None, databases)   # its processes are the host's, not ours
+
+    def execute(self, dbname: str, *statements: str) -> None:
+        with self.connect(dbname) as conn:
+            for statement in statements:
+                conn.execute(statement)
+
+    def create_database(self, dbname: str) -> None:
+        with self.connect() as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
+                conn.execute(f'CREATE DATABASE "{dbname}"')
+
+    def fingerprint(self) -> dict:
+        with self.connect() as conn:
+            found = fingerprint_of(conn)
+        return {**found, "major": self.major, "bindir": self.bindir, "binaries": self.origin,
+                "placed": {"host": self.host.name, "at": self.host.connection.spec.shown,
+                           "address": self.host.address, "os_user": self.host.account},
+                "host": self.host.facts.fingerprint(),   # as results/fingerprint.py compares it
+                "auth": {"local": "trust (private 0700 socket dir, on the host)", "tcp": self.tcp_auth}}
+
+
+class PlacedServers:
+    """A run's placed servers (`--place`): made on their hosts on first request, each host's address
+    admitted by the others' (postgres_fdw between hosts), removed with the run's directories there."""
+
+    def __init__(self, hosts, placed: dict[str, str] | None, run_id: str, local_dir: Path, workspace, log):
+        self.hosts, self.placed, self.run_id = hosts, dict(placed or {}), run_id
+        self.local_dir, self.workspace, self.log = local_dir, workspace, log
+        self.ledger = HostLedger(workspace.root)
+        self.places: dict[str, HostWorkspace] = {}
+        self.clusters: dict[str, RemoteCluster] = {}
+
+    def host_of(self, role: str) -> str | None:
+        return self.placed.get(role)
+
+    def server(self, name: str, role: str, major: int, settings: dict[str, str] | None) -> RemoteCluster:
+        if name in self.clusters:
+            return self.clusters[name]
+        host = self.placed[role]
+        if host not in self.places:
+            self.places[host] = HostWorkspace(self.hosts[host], self.run_id, self.ledger)
+        cluster = RemoteCluster(name, self.places[host], major, self.local_dir, dict(settings or {}))
+        self.clusters[name] = cluster
+        cluster.start(self.workspace)
+        self.log(f"{name} runs on host {host} ({cluster.host.connection.spec.shown}) at "
+                 f"{cluster.tcp_host}:{cluster.port}, as {cluster.host.account}; {cluster.origin}")
+        for other in self.clusters.values():   # servers on two hosts reach each other (postgres_fdw)
+            if other.host is not cluster.host:
+                other.allow(cluster.host.address)
+                cluster.allow(other.host.address)
+        return cluster
+
+    def lost(self) -> list[str]:
+        """'name (host a lost: ...)' for each server whose host no longer answers over SSH."""
+        found = []
+        for place in self.places.values():
+            try:
+                place.output("true", "a check that the host answers", timeout=15)
+            except (HostLost, UserError) as e:
+                found += [f"{c} ({e})" for c, cluster in self.clusters.items() if cluster.host is place]
+        return found
+
+    def clear(self) -> tuple[list[str], list[str]]:
+        """What a killed session of this run left on its hosts (their ledgers'): (done, unreached)."""
+        return self.ledger.clean(self.run_id)
+
+    def close(self, keep: bool = False) -> None:
+        """Every server stopped, and unless kept, the run's directory on each host removed; a host that
+        cannot be reached keeps its entry here for `pgpathbench clean`."""
+        lost = {}
+        for cluster in self.clusters.values():   # every server stopped before any host's account goes
+            try:
+                cluster.stop() if keep else cluster.remove()
+            except (HostLost, UserError) as e:
+                lost[cluster.host.name] = e
+        for place in [] if keep else self.places.values():
+            try:
+                if place.name not in lost:
+                    self.log("; ".join(place.remove()))
+            except (HostLost, UserError) as e:
+                lost[place.name] = e
+        for host, e in lost.items():
+            self.log(f"left on host {host}: {e}; 'pgpathbench clean' removes it once the host answers")

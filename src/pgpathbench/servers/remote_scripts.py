@@ -1,0 +1,122 @@
+"""The POSIX sh scripts a placed server's host runs (remote.py), given on ssh's stdin.
+
+Each is a template: `render` fills its {placeholders} shell-quoted, so that no value is read as
+shell. The host's ledger (LEDGER in the run's directory there) has one line per thing made, written
+before it is made where it can be: `dir PATH` (a directory we created, outermost first), `user NAME`
+(an account we created), `server DATADIR`, `pid PID DATADIR` (a postmaster started). CLEANUP reads
+it alone: what `clean` removes after a SIGKILL here is what the host's ledger says.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+LEDGER = "ledger"
+ACCOUNT = "pgpathbench"   # the servers' account on a host logged into as root
+
+# The run's directory on the host, its ledger, the servers' account (a root login only), and where
+# the host sees this machine from: $SSH_CONNECTION is "CLIENT CPORT SERVER SPORT".
+PREPARE = r"""
+set -e
+umask 022
+run={run}
+led="$run/ledger"
+made=
+d=$run
+while [ ! -e "$d" ]; do made="$d
+$made"; d=$(dirname "$d"); done
+mkdir -p "$run"
+chmod 755 "$run"
+printf '%s' "$made" | while IFS= read -r m; do [ -z "$m" ] || echo "dir $m" >> "$led"; done
+touch "$led"
+chmod 600 "$led"
+if [ "$(id -u)" = 0 ] && ! id -u {account} >/dev/null 2>&1; then
+  echo "user {account}" >> "$led"
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin {account} >&2
+fi
+echo "connection=$SSH_CONNECTION"
+"""
+
+# Ships nothing itself: the bundle comes on ssh's stdin as a tar stream (Connection.send).
+UNPACK = "set -e; umask 022; mkdir -p {dest}; tar -xf - -C {dest}; {dest}/bin/postgres --version"
+
+# initdb as the servers' account, the password from a 0600 file written from this script (on stdin).
+INITDB = r"""
+set -e
+umask 077
+dir={dir}
+echo "server $dir/data" >> {ledger}
+rm -rf "$dir"
+mkdir -p "$dir/sock"
+cat > "$dir/pw" <<'PGPB_PASSWORD_END'
+{password}
+PGPB_PASSWORD_END
+{chown} "$dir" "$dir/sock" "$dir/pw"
+if ! {as_account} {bindir}/initdb -D "$dir/data" -U {superuser} --pwfile="$dir/pw" --auth-local=trust \
+    --auth-host=scram-sha-256 -E UTF8 --locale=C --no-sync > "$dir/initdb.log" 2>&1; then
+  rm -f "$dir/pw"; tail -n 3 "$dir/initdb.log" >&2; exit 3
+fi
+rm -f "$dir/pw"
+echo "include_if_exists 'pgpathbench.conf'" >> "$dir/data/postgresql.conf"
+"""
+
+# Our settings and pg_hba.conf written, then pg_ctl start (it detaches the postmaster from ssh's
+# session: its stdin is /dev/null, its output the log).
+START = r"""
+set -e
+umask 077
+dir={dir}
+cat > "$dir/data/pgpathbench.conf" <<'PGPB_CONF_END'
+{conf}
+PGPB_CONF_END
+cat > "$dir/data/pg_hba.conf" <<'PGPB_HBA_END'
+{hba}
+PGPB_HBA_END
+{chown} "$dir/data/pgpathbench.conf" "$dir/data/pg_hba.conf"
+if {as_account} {bindir}/pg_ctl -D "$dir/data" -l "$dir/server.log" -w -t 60 start > /dev/null 2>&1; then
+  echo "pid $(head -n 1 "$dir/data/postmaster.pid") $dir/data" >> {ledger}
+else
+  if tail -n 20 "$dir/server.log" | grep -q "could not bind"; then echo "port in use" >&2; exit 4; fi
+  tail -n 5 "$dir/server.log" >&2; exit 3
+fi
+"""
+
+STOP = r"""
+{as_account} {bindir}/pg_ctl -D {data} -m {mode} -w -t 60 stop > /dev/null 2>&1 || :
+"""
+
+RELOAD = "{as_account} {bindir}/pg_ctl -D {data} reload > /dev/null"
+
+# Everything the host's ledger lists: each postmaster still running in its data directory (its
+# cwd) gets an immediate shutdown, then SIGKILL; the run's directory goes, then the directories we
+# created above it when empty, then an account we created when no other run of ours is there.
+CLEANUP = r"""
+run={run}
+led="$run/ledger"
+[ -f "$led" ] || {{ echo "nothing"; exit 0; }}
+for data in $(sed -n 's/^server //p' "$led"); do
+  pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null) || continue
+  [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$data" ] || continue
+  kill -QUIT "$pid" 2>/dev/null
+  i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+  kill -KILL "$pid" 2>/dev/null && echo "killed $pid" || echo "stopped $pid"
+done
+users=$(sed -n 's/^user //p' "$led")
+dirs=$(sed -n 's/^dir //p' "$led" | tac)
+rm -rf "$run"
+echo "removed $run"
+for d in $dirs; do rmdir "$d" 2>/dev/null && echo "removed $d"; done
+for u in $users; do
+  [ -z "$(ls -A "$(dirname "$run")" 2>/dev/null)" ] || continue   # another run of ours is there
+  # userdel refuses while a process of the account exists: a postmaster's zombie waits for its reaper
+  i=0; until why=$(userdel "$u" 2>&1); do i=$((i+1)); [ $i -lt 100 ] || break; sleep 0.1; done
+  if id -u "$u" >/dev/null 2>&1; then echo "kept user $u: $(echo "$why" | tr "\n" " ")"; else echo "removed user $u"; fi
+done
+exit 0
+"""
+
+
+def render(template: str, raw: tuple[str, ...] = (), **values: str) -> str:
+    """The template with each value shell-quoted, but those named in `raw` (a here-document's body,
+    a command prefix we built) as they are."""
+    return template.format(**{k: v if k in raw else shlex.quote(str(v)) for k, v in values.items()})
