@@ -227,6 +227,11 @@ def test_fdw_overhead_with_source_and_external_on_two_hosts(hosts, workspace_roo
     exported = report_json(ws)
     ok = [m for m in exported["measurements"] if m["ok"]]
     assert len(ok) == 2 and all(m["metrics"]["tps"] > 0 for m in ok)
+    for m in ok:   # each placed server's CPU, read on its host over SSH (evidence/host_cpu.py)
+        for role in ("source", "external"):
+            server = m["evidence"]["servers"][role]
+            assert sum(server["cpu_ms"].values()) > 0 and set(server["cpu_read_ms"]) == {"before", "after"}, \
+                (role, server.keys(), m["evidence"]["missing"])
     servers = exported["run"]["environment"]["sessions"][0]["servers"]
     for name, role in (("a", "source"), ("b", "external")):
         host, fingerprint = hosts[name], servers[f"pg15_{role}"]

@@ -161,6 +161,7 @@ class RemoteCluster:
     settings: dict[str, str] = field(default_factory=dict)
     allowed: list[str] = field(default_factory=list)   # more client addresses (another placed server)
     port: int | None = None
+    pid: int | None = None             # its postmaster's, on the host
     bindir: str = ""
     origin: str = ""
     password: str = field(default="", repr=False)
@@ -229,8 +230,9 @@ class RemoteCluster:
                 "unix_socket_directories": f"{self.dir}/sock", "unix_socket_permissions": "0700",
                 "logging_collector": "off", **self.settings}
         text = "\n".join(f"{k} = '{str(v).replace(chr(39), chr(39) * 2)}'" for k, v in conf.items())
-        self.host.output(scripts.render(scripts.START, ("as_account", "chown", "conf", "hba"), conf=text,
-                                        hba=self._hba(), **self._values()), f"the start of server {self.name}")
+        out = self.host.output(scripts.render(scripts.START, ("as_account", "chown", "conf", "hba"), conf=text,
+                                              hba=self._hba(), **self._values()), f"the start of server {self.name}")
+        self.pid = int(out.split()[-1])
         self._running = True
 
     def _hba(self) -> str:
@@ -285,7 +287,8 @@ class RemoteCluster:
                                connect_timeout=10, **kw)
 
     def watched(self, role: str, *databases: str) -> Watched:
-        return Watched(role, self.connect, None, databases)   # its processes are the host's, not ours
+        # Its CPU is read on its host, over the run's connection (evidence/host_cpu.py).
+        return Watched(role, self.connect, self.pid, databases, host=self.host.connection)
 
     def execute(self, dbname: str, *statements: str) -> None:
         with self.connect(dbname) as conn:

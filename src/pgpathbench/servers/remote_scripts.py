@@ -61,7 +61,7 @@ echo "include_if_exists 'pgpathbench.conf'" >> "$dir/data/postgresql.conf"
 """
 
 # Our settings and pg_hba.conf written, then pg_ctl start (it detaches the postmaster from ssh's
-# session: its stdin is /dev/null, its output the log).
+# session: its stdin is /dev/null, its output the log); prints the postmaster's pid there.
 START = r"""
 set -e
 umask 077
@@ -74,7 +74,9 @@ cat > "$dir/data/pg_hba.conf" <<'PGPB_HBA_END'
 PGPB_HBA_END
 {chown} "$dir/data/pgpathbench.conf" "$dir/data/pg_hba.conf"
 if {as_account} {bindir}/pg_ctl -D "$dir/data" -l "$dir/server.log" -w -t 60 start > /dev/null 2>&1; then
-  echo "pid $(head -n 1 "$dir/data/postmaster.pid") $dir/data" >> {ledger}
+  pid=$(head -n 1 "$dir/data/postmaster.pid")
+  echo "pid $pid $dir/data" >> {ledger}
+  echo "$pid"
 else
   if tail -n 20 "$dir/server.log" | grep -q "could not bind"; then echo "port in use" >&2; exit 4; fi
   tail -n 5 "$dir/server.log" >&2; exit 3
