@@ -204,6 +204,8 @@ def watch(proc: subprocess.Popen, hosts, ws: Path) -> tuple[str, str, list[str],
     network namespace of each placed postmaster (source on a, external on b) and the passwords of the
     run's password files here."""
     seen, netns, passwords = [], {"a": set(), "b": set()}, set()
+    # our hosts' mount namespaces (their sshd's): other tests' namespace hosts run pg15_source too
+    mounts = {os.stat(f"/proc/{sshd_pids(h)[0]}/ns/mnt").st_ino for h in hosts.hosts.values()}
     while proc.poll() is None:
         passwords |= {f.read_text().rsplit(":", 1)[-1].strip() for f in ws.glob("servers/*/*.pgpass")}
         for pid, cmd in cmdlines().items():
@@ -213,7 +215,8 @@ def watch(proc: subprocess.Popen, hosts, ws: Path) -> tuple[str, str, list[str],
             for name, role in (("a", "source"), ("b", "external")):
                 if " -D " in cmd and "/runs/" in cmd and f"/pg15_{role}/data" in cmd:
                     with contextlib.suppress(OSError):
-                        netns[name].add(os.stat(f"/proc/{pid}/ns/net").st_ino)
+                        if os.stat(f"/proc/{pid}/ns/mnt").st_ino in mounts:
+                            netns[name].add(os.stat(f"/proc/{pid}/ns/net").st_ino)
         time.sleep(0.1)
     out, err = proc.communicate()
     return out, err, seen, netns, passwords
