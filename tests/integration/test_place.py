@@ -12,6 +12,8 @@ namespace; bytes crossed both veths; both hosts' facts in the fingerprint; the p
 export; no password in any command line (one pid namespace: the hosts' processes are seen here);
 nothing left after the run, after SIGTERM, after SIGKILL + clean; a host whose sshd is killed
 mid-run stops the run in one line naming it, and --resume works once it is back.
+A host without PostgreSQL 15 gets the pinned 15 bundle (shipped) and measures; one without room
+for it is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from pgpathbench.servers.binaries import BUNDLES
+from pgpathbench.servers.binaries import BUNDLES, HOST_ONLY_BUNDLES
 from pgpathbench.servers.host_ledger import HostLedger
 from pgpathbench.servers.hosts import Hosts, HostSpec, SshSettings
 from pgpathbench.servers.network import available_link_kinds
@@ -202,6 +204,8 @@ def watch(proc: subprocess.Popen, hosts, ws: Path) -> tuple[str, str, list[str],
     network namespace of each placed postmaster (source on a, external on b) and the passwords of the
     run's password files here."""
     seen, netns, passwords = [], {"a": set(), "b": set()}, set()
+    # our hosts' mount namespaces (their sshd's): other tests' namespace hosts run pg15_source too
+    mounts = {os.stat(f"/proc/{sshd_pids(h)[0]}/ns/mnt").st_ino for h in hosts.hosts.values()}
     while proc.poll() is None:
         passwords |= {f.read_text().rsplit(":", 1)[-1].strip() for f in ws.glob("servers/*/*.pgpass")}
         for pid, cmd in cmdlines().items():
@@ -211,7 +215,8 @@ def watch(proc: subprocess.Popen, hosts, ws: Path) -> tuple[str, str, list[str],
             for name, role in (("a", "source"), ("b", "external")):
                 if " -D " in cmd and "/runs/" in cmd and f"/pg15_{role}/data" in cmd:
                     with contextlib.suppress(OSError):
-                        netns[name].add(os.stat(f"/proc/{pid}/ns/net").st_ino)
+                        if os.stat(f"/proc/{pid}/ns/mnt").st_ino in mounts:
+                            netns[name].add(os.stat(f"/proc/{pid}/ns/net").st_ino)
         time.sleep(0.1)
     out, err = proc.communicate()
     return out, err, seen, netns, passwords
@@ -325,18 +330,50 @@ def postmaster_pid_on(host) -> int:
     return int(pid_file.read_text().split()[0])
 
 
+@contextlib.contextmanager
+def mounted_on(host, *targets: str, options: str = ""):
+    """tmpfs over targets in the host's mount namespace (its sshd's: every session's), for the block."""
+    sshd = sshd_pids(host)[0]
+    done = []
+    try:
+        for target in targets:
+            subprocess.run(["nsenter", "-t", str(sshd), "-m", "mount", "-t", "tmpfs", *options.split(), "tmpfs",
+                            target], check=True)
+            done.append(target)
+        yield
+    finally:
+        for target in reversed(done):
+            subprocess.run(["nsenter", "-t", str(sshd), "-m", "umount", target], check=True)
+
+
+def test_a_host_without_15_gets_the_pinned_15_bundle_and_measures(hosts, workspace_root):
+    ws = known(hosts, workspace_root / "place-ship15")
+    bundle = HOST_ONLY_BUNDLES[15]
+    with mounted_on(hosts["b"], "/usr/lib/postgresql"):   # no PostgreSQL on b; a keeps Debian's 15
+        res = pgpathbench(*place_args(hosts, LOGIN), workspace=ws, timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert "pg15_external runs on host b" in res.stderr and bundle.coordinates in res.stderr, res.stderr
+    exported = report_json(ws)
+    ok = [m for m in exported["measurements"] if m["ok"]]
+    assert len(ok) == 2 and all(m["metrics"]["tps"] > 0 for m in ok)
+    servers = exported["run"]["environment"]["sessions"][0]["servers"]
+    shipped, debian = servers["pg15_external"], servers["pg15_source"]
+    assert shipped["binaries"].startswith(f"{bundle.coordinates}, shipped to the host (postgres (PostgreSQL) "
+                                          f"{bundle.server_version})"), shipped["binaries"]
+    assert f"PostgreSQL {bundle.server_version} " in shipped["version"] and "Debian" not in shipped["version"]
+    assert "the host's own /usr/lib/postgresql/15/bin" in debian["binaries"] and "Debian" in debian["version"]
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"])
+
+
 def test_a_host_that_cannot_run_the_major_is_refused_before_anything_is_written(hosts, workspace_root):
     ws = known(hosts, workspace_root / "place-nopg")
-    sshd = sshd_pids(hosts["b"])[0]   # its mount namespace: every session's
-    subprocess.run(["nsenter", "-t", str(sshd), "-m", "mount", "-t", "tmpfs", "tmpfs", "/usr/lib/postgresql"],
-                   check=True)
-    try:   # no PostgreSQL there, and 15 has no bundle to ship
-        res = pgpathbench(*place_args(hosts, LOGIN), workspace=ws)
-    finally:
-        subprocess.run(["nsenter", "-t", str(sshd), "-m", "umount", "/usr/lib/postgresql"], check=True)
+    # no PostgreSQL there, and no room for the 15 bundle in root's workspace (/var/lib/pgpathbench)
+    with mounted_on(hosts["b"], "/usr/lib/postgresql", "/var/lib", options="-o size=1m"):
+        res = pgpathbench(*place_args(hosts, "root"), workspace=ws)
     assert res.returncode == 2, res.stderr
     assert res.stderr.startswith("pgpathbench: error: --place external=b: PostgreSQL 15 neither installed (found: "
-                                 "none) nor shippable"), res.stderr
+                                 "none) nor shippable (a bundle needs 128 MiB in /var/lib/pgpathbench, which has "
+                                 "1 MiB free)"), res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in ws.iterdir()) == ["known_hosts"]   # nothing written: no results, no run
     assert not ours_on(hosts["a"]) and not ours_on(hosts["b"])

@@ -33,6 +33,30 @@ def test_one_pinned_bundle_per_major_16_to_18():
     assert len({bundle.sha1 for bundle in BUNDLES.values()}) == 3
 
 
+def test_15_has_a_bundle_for_hosts_only_and_stays_debians_here(tmp_path):
+    bundle = b.HOST_ONLY_BUNDLES[15]
+    assert re.fullmatch(r"15\.\d+\.0", bundle.version) and re.fullmatch(r"[0-9a-f]{40}", bundle.sha1)
+    assert b.host_bundle(15) is bundle and b.host_bundle(17) is BUNDLES[17] and b.host_bundle(14) is None
+    assert b.resolve(15, workspace=tmp_path).origin == "Debian postgresql-15"   # nothing fetched
+    assert not (tmp_path / b.BINARIES_DIR).exists()
+    with pytest.raises(UserError, match="15 is Debian's packaged release"):
+        b.parse_pg(bundle.version)
+
+
+def test_a_host_gets_a_bundle_only_where_it_runs_and_fits():
+    from pgpathbench.servers.host_facts import HostFacts
+    base = "os=Linux\narch=x86_64\nworkspace=/var/lib/pgpathbench\ndisk_free_kb=10485760\n"
+    assert HostFacts.parse(base).postgres_text(15) == (
+        True, f"PostgreSQL 15 not installed; the pinned bundle {b.HOST_ONLY_BUNDLES[15].version} can be shipped")
+    cases = {base.replace("x86_64", "aarch64"): "the bundles are Linux x86_64 builds; the host is Linux aarch64",
+             base.replace("10485760", "1024"): "a bundle needs 128 MiB in /var/lib/pgpathbench, which has 1 MiB free",
+             base + "postgres=/usr/lib/postgresql/13/bin|postgres (PostgreSQL) 13.9\n": None}
+    for text, why in cases.items():
+        runs, said = HostFacts.parse(text).postgres_text(15 if why else 14)
+        assert not runs and "neither installed" in said, said
+        assert f"nor shippable ({why or 'no bundle of 14 (bundles: 15, 16, 17, 18)'})" in said, said
+
+
 def test_bundle_names():
     bundle = BUNDLES[17]
     assert bundle.version == "17.11.0" and bundle.server_version == "17.11"

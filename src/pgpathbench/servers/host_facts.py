@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .binaries import BUNDLES
+from .binaries import BUNDLES, HOST_ONLY_BUNDLES, host_bundle
+
+# Free space a shipped bundle needs in the host's workspace: one extracts to about 60 MiB (17.11.0: 59).
+SHIP_ROOM_KB = 128 * 1024
 
 # Where the tool would keep its files there: as here (workspace.default_root), root's apart from
 # any login's home.
@@ -68,20 +71,33 @@ class HostFacts:
                 "arch": v.get("arch"), "os": v.get("os")}
 
     def shippable(self, major: int) -> bool:
-        """Whether a pinned bundle of that major runs there (zonky's are Linux x86_64 builds)."""
-        return major in BUNDLES and self.values.get("os") == "Linux" and self.values.get("arch") == "x86_64"
+        """Whether a pinned bundle of that major runs there (zonky's are Linux x86_64 builds) and fits."""
+        return self._unshippable(major) is None
+
+    def _unshippable(self, major: int) -> str | None:
+        """Why no bundle of that major can be shipped there; None when one can."""
+        v = self.values
+        if host_bundle(major) is None:
+            return f"no bundle of {major} (bundles: {', '.join(map(str, sorted(BUNDLES | HOST_ONLY_BUNDLES)))})"
+        if (v.get("os"), v.get("arch")) != ("Linux", "x86_64"):
+            return f"the bundles are Linux x86_64 builds; the host is {v.get('os')} {v.get('arch')}"
+        free_kb = _int(v.get("disk_free_kb")) or 0
+        if free_kb < SHIP_ROOM_KB:
+            return (f"a bundle needs {SHIP_ROOM_KB // 1024} MiB in {v.get('workspace')}, which has "
+                    f"{free_kb // 1024} MiB free")
+        return None
 
     def postgres_text(self, major: int) -> tuple[bool, str]:
         """(whether the major can run there, how)."""
         if major in self.installations:
             bindir, version = self.installations[major]
             return True, f"PostgreSQL {major} installed: {bindir} ({version})"
-        if self.shippable(major):
-            return True, f"PostgreSQL {major} not installed; the pinned bundle {BUNDLES[major].version} can be shipped"
+        why = self._unshippable(major)
+        if why is None:
+            return True, f"PostgreSQL {major} not installed; the pinned bundle {host_bundle(major).version} can be shipped"
         others = ", ".join(str(m) for m in sorted(self.installations)) or "none"
-        return False, (f"PostgreSQL {major} neither installed (found: {others}) nor shippable (bundles: "
-                       f"{', '.join(map(str, sorted(BUNDLES)))}, for Linux x86_64; the host is "
-                       f"{self.values.get('os')} {self.values.get('arch')}); install it there, or give its bindir")
+        return False, (f"PostgreSQL {major} neither installed (found: {others}) nor shippable ({why}); "
+                       "install it there, or give its bindir")
 
 
 def _major(version: str) -> int | None:

@@ -38,7 +38,7 @@ from ..errors import UserError
 from ..evidence import Watched
 from ..procs import password_env
 from . import remote_scripts as scripts
-from .binaries import BUNDLES, resolve
+from .binaries import fetched, host_bundle
 from .cluster import SUPERUSER, TCP_AUTH, fingerprint_of
 from .host_facts import FACTS_SCRIPT, HostFacts
 from .host_ledger import HostLedger
@@ -115,8 +115,8 @@ class HostWorkspace:
         return self._bins[major]
 
     def _ship(self, major: int, workspace) -> tuple[str, str]:
-        bundle = BUNDLES[major]
-        local = resolve(major, workspace=workspace).bindir.parent
+        bundle = host_bundle(major)
+        local = fetched(bundle, workspace).bindir.parent   # not resolve(): 15 here is Debian's
         dest = f"{self.dir}/postgresql-{bundle.version}"
         stream = io.BytesIO()
         with tarfile.open(fileobj=stream, mode="w") as tar:
