@@ -364,18 +364,19 @@ def test_interfaces_with_remote_on_a_host(hosts, workspace_root):
     assert not ours_on(host)
 
 
-def test_remote_sampling_with_its_source_on_a_host(hosts, workspace_root):
-    """Seed 004's sampling from a different machine: the source (its table) on b, the FDW client here."""
-    ws = known(hosts, workspace_root / "place-sampling")
-    host = hosts["b"]
-    before = hosts.lan.counters("b")
+@pytest.mark.parametrize("placed", [{"b": "source"}, {"a": "source", "b": "external"}], ids=["source", "both"])
+def test_remote_sampling_placed(hosts, workspace_root, placed):
+    """Seed 004's sampling from a different machine: the source (its table) on b and the FDW client
+    here, or both roles on hosts of their own."""
+    ws = known(hosts, workspace_root / f"place-sampling-{len(placed)}")
+    before = {n: hosts.lan.counters(n) for n in placed}
     proc = spawn_pgpathbench("run", "remote-sampling", "--preset", "quick", "--test", "sampling", "--rows", "100k",
                              "--method", "full,system", "--fraction", "0.1", "--pg", "15", "--repeat", "2",
-                             "--host", f"b={host.url()}", "--ssh-identity", str(host.identity), "--place",
-                             "source=b", workspace=ws)
-    _, err, _, netns, _ = watch(proc, hosts, ws, {"b": "source"})
+                             *(a for n in placed for a in ("--host", f"{n}={hosts[n].url()}")), "--ssh-identity",
+                             str(hosts["b"].identity), *(a for n, r in placed.items() for a in ("--place", f"{r}={n}")),
+                             workspace=ws)
+    _, err, _, netns, _ = watch(proc, hosts, ws, placed)
     assert proc.returncode == 0 and "runs on host b" in err, err
-    crossed = sum(hosts.lan.counters("b")[k] - before[k] for k in ("rx_bytes", "tx_bytes"))
     exported = report_json(ws)
     ok = [m for m in exported["measurements"] if m["ok"]]
     assert ok and len(ok) == len(exported["measurements"])
@@ -384,11 +385,15 @@ def test_remote_sampling_with_its_source_on_a_host(hosts, workspace_root):
     assert all(set(s["cpu_read_ms"]) == {"before", "after"} for s in source), ok[0]["evidence"]["missing"]
     assert sum(sum(s["cpu_ms"].values()) for s in source) > 0   # 100k rows sent by `full` take ticks
     pad = 5 * 32   # each row's pad, repeat(md5(i::text), 5): the least a row puts on the link
-    assert crossed > pad * sum(m["metrics"]["rows_transferred"] for m in ok) > 0, crossed
-    assert netns["b"] == {os.stat(f"/run/netns/{host.lan.netns}").st_ino}, netns
-    fingerprint = exported["run"]["environment"]["sessions"][0]["servers"]["pg15_source"]
-    assert (fingerprint["host"]["host"], fingerprint["host"]["machine_id"]) == (host.hostname, host.machine_id)
-    assert fingerprint["placed"]["os_user"] == LOGIN
+    servers = exported["run"]["environment"]["sessions"][0]["servers"]
+    for name, role in placed.items():
+        host, fingerprint = hosts[name], servers[f"pg15_{role}"]
+        crossed = sum(hosts.lan.counters(name)[k] - before[name][k] for k in ("rx_bytes", "tx_bytes"))
+        assert crossed > pad * sum(m["metrics"]["rows_transferred"] for m in ok) > 0, (name, crossed)
+        assert netns[name] == {os.stat(f"/run/netns/{host.lan.netns}").st_ino}, netns
+        assert (fingerprint["host"]["host"], fingerprint["host"]["machine_id"]) == (host.hostname, host.machine_id)
+        assert fingerprint["placed"]["os_user"] == LOGIN
     probes = {p["link"] for p in exported["link_probes"] if p["rtt_median_ms"] > 0}
-    assert {"pg15_source_0ms", "pg15_source@b"} <= probes, probes   # the FDW hop and the client path
-    assert not ours_on(host)
+    # the FDW hop and the client paths
+    assert {"pg15_source_0ms", *(f"pg15_{r}@{n}" for n, r in placed.items())} <= probes, probes
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"])
