@@ -3,9 +3,9 @@ anything is written, and kept with the run's options so that `run --resume` reac
 
 Built so far: fdw-overhead's and remote-sampling's `source` and `external` (both on hosts, or the
 source alone: the external's postgres_fdw here then reaches it over the LAN), and interfaces'
-`remote`. Every other role that issue 47 names
-is refused as not placeable yet. A placed role has the real link to its host: no emulated latency
-or bandwidth, no PgBouncer or TLS of ours in front of it (refused, naming the option).
+`remote`. Every other role that issue 47 names is refused as not placeable yet. A placed role has
+the real link to its host: no emulated latency or bandwidth, no PgBouncer or TLS of ours in front
+of it (refused, naming the option).
 """
 
 from __future__ import annotations
