@@ -207,12 +207,13 @@ def watch(proc: subprocess.Popen, hosts, ws: Path, placed: dict[str, str] | None
     seen, netns, passwords = [], {name: set() for name in placed}, set()
     while proc.poll() is None:
         passwords |= {f.read_text().rsplit(":", 1)[-1].strip() for f in ws.glob("servers/*/*.pgpass")}
+        runs = [p.name for p in ws.glob("servers/*")]   # this run's id: its directory there is runs/ID
         for pid, cmd in cmdlines().items():
             if "pgpathbench.cli" in cmd:
                 continue
             seen.append(cmd)
-            for name, role in placed.items():
-                if " -D " in cmd and "/runs/" in cmd and f"/pg15_{role}/data" in cmd:
+            for name, role in placed.items():   # not another run's (the machine is shared)
+                if " -D " in cmd and any(f"/runs/{run}/pg15_{role}/data" in cmd for run in runs):
                     with contextlib.suppress(OSError):
                         netns[name].add(os.stat(f"/proc/{pid}/ns/net").st_ino)
         time.sleep(0.1)
