@@ -138,7 +138,7 @@ def _run_parser(sub) -> None:
         _host_options(sp)
         sp.add_argument("--place", dest="places", action="append", metavar="ROLE=NAME",
                         help="run a managed role's server on --host NAME over SSH (repeatable; placeable: "
-                             "fdw-overhead source, external; interfaces remote); 'pgpathbench doctor --host' checks a host")
+                             "fdw-overhead, remote-sampling source, external; interfaces remote); 'pgpathbench doctor --host' checks a host")
         for dim in study.dimensions.values():
             sp.add_argument(f"--{dim.name.replace('_', '-')}", dest=dim.name, metavar="A,B", help=dim.help +
                             (f" (from {','.join(dim.values)})" if dim.values else "") +

@@ -11,7 +11,8 @@ rounds), as a non-root login and as root: it measures; each postmaster in its ho
 namespace; bytes crossed both veths; both hosts' facts in the fingerprint; the probes in the
 export; no password in any command line (one pid namespace: the hosts' processes are seen here);
 nothing left after the run, after SIGTERM, after SIGKILL + clean; a host whose sshd is killed
-mid-run stops the run in one line naming it, and --resume works once it is back.
+mid-run stops the run in one line naming it, and --resume works once it is back. Interfaces'
+remote and remote-sampling's source (seed 004's "from a different machine") on one host.
 A host without PostgreSQL 15 gets the pinned 15 bundle (shipped) and measures; one without room
 for it is refused before anything is written.
 """
@@ -199,21 +200,24 @@ def known(hosts, ws: Path) -> Path:
     return ws
 
 
-def watch(proc: subprocess.Popen, hosts, ws: Path) -> tuple[str, str, list[str], dict[str, set[int]], set[str]]:
+def watch(proc: subprocess.Popen, hosts, ws: Path, placed: dict[str, str] | None = None
+          ) -> tuple[str, str, list[str], dict[str, set[int]], set[str]]:
     """The run to its end, sampling every command line (here and on the hosts: one pid namespace), the
-    network namespace of each placed postmaster (source on a, external on b) and the passwords of the
-    run's password files here."""
-    seen, netns, passwords = [], {"a": set(), "b": set()}, set()
+    network namespace of each placed postmaster (placed: host -> role; source on a, external on b
+    unless given) and the passwords of the run's password files here."""
+    placed = placed or {"a": "source", "b": "external"}
+    seen, netns, passwords = [], {name: set() for name in placed}, set()
     # our hosts' mount namespaces (their sshd's): other tests' namespace hosts run pg15_source too
     mounts = {os.stat(f"/proc/{sshd_pids(h)[0]}/ns/mnt").st_ino for h in hosts.hosts.values()}
     while proc.poll() is None:
         passwords |= {f.read_text().rsplit(":", 1)[-1].strip() for f in ws.glob("servers/*/*.pgpass")}
+        runs = [p.name for p in ws.glob("servers/*")]   # this run's id: its directory there is runs/ID
         for pid, cmd in cmdlines().items():
             if "pgpathbench.cli" in cmd:
                 continue
             seen.append(cmd)
-            for name, role in (("a", "source"), ("b", "external")):
-                if " -D " in cmd and "/runs/" in cmd and f"/pg15_{role}/data" in cmd:
+            for name, role in placed.items():   # not another run's (the machine is shared)
+                if " -D " in cmd and any(f"/runs/{run}/pg15_{role}/data" in cmd for run in runs):
                     with contextlib.suppress(OSError):
                         if os.stat(f"/proc/{pid}/ns/mnt").st_ino in mounts:
                             netns[name].add(os.stat(f"/proc/{pid}/ns/net").st_ino)
@@ -396,3 +400,38 @@ def test_interfaces_with_remote_on_a_host(hosts, workspace_root):
     assert crossed > sum(m["metrics"].get("bytes", 0) for m in ok) > 0   # the rows crossed its veth
     assert "pg15_remote_0ms" in {p["link"] for p in exported["link_probes"]}
     assert not ours_on(host)
+
+
+@pytest.mark.parametrize("placed", [{"b": "source"}, {"a": "source", "b": "external"}], ids=["source", "both"])
+def test_remote_sampling_placed(hosts, workspace_root, placed):
+    """Seed 004's sampling from a different machine: the source (its table) on b and the FDW client
+    here, or both roles on hosts of their own."""
+    ws = known(hosts, workspace_root / f"place-sampling-{len(placed)}")
+    before = {n: hosts.lan.counters(n) for n in placed}
+    proc = spawn_pgpathbench("run", "remote-sampling", "--preset", "quick", "--test", "sampling", "--rows", "100k",
+                             "--method", "full,system", "--fraction", "0.1", "--pg", "15", "--repeat", "2",
+                             *(a for n in placed for a in ("--host", f"{n}={hosts[n].url()}")), "--ssh-identity",
+                             str(hosts["b"].identity), *(a for n, r in placed.items() for a in ("--place", f"{r}={n}")),
+                             workspace=ws)
+    _, err, _, netns, _ = watch(proc, hosts, ws, placed)
+    assert proc.returncode == 0 and "runs on host b" in err, err
+    exported = report_json(ws)
+    ok = [m for m in exported["measurements"] if m["ok"]]
+    assert ok and len(ok) == len(exported["measurements"])
+    assert {m["dims"]["access"] for m in ok} == {"direct", "fdw"}
+    source = [m["evidence"]["servers"]["source"] for m in ok]   # its CPU, read on its host over SSH
+    assert all(set(s["cpu_read_ms"]) == {"before", "after"} for s in source), ok[0]["evidence"]["missing"]
+    assert sum(sum(s["cpu_ms"].values()) for s in source) > 0   # 100k rows sent by `full` take ticks
+    pad = 5 * 32   # each row's pad, repeat(md5(i::text), 5): the least a row puts on the link
+    servers = exported["run"]["environment"]["sessions"][0]["servers"]
+    for name, role in placed.items():
+        host, fingerprint = hosts[name], servers[f"pg15_{role}"]
+        crossed = sum(hosts.lan.counters(name)[k] - before[name][k] for k in ("rx_bytes", "tx_bytes"))
+        assert crossed > pad * sum(m["metrics"]["rows_transferred"] for m in ok) > 0, (name, crossed)
+        assert netns[name] == {os.stat(f"/run/netns/{host.lan.netns}").st_ino}, netns
+        assert (fingerprint["host"]["host"], fingerprint["host"]["machine_id"]) == (host.hostname, host.machine_id)
+        assert fingerprint["placed"]["os_user"] == LOGIN
+    probes = {p["link"] for p in exported["link_probes"] if p["rtt_median_ms"] > 0}
+    # the FDW hop and the client paths
+    assert {"pg15_source_0ms", *(f"pg15_{r}@{n}" for n, r in placed.items())} <= probes, probes
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"])

@@ -1,10 +1,11 @@
 """`--place ROLE=NAME` (issue 47): which managed roles of a run live on which --host, checked before
 anything is written, and kept with the run's options so that `run --resume` reaches the same hosts.
 
-Built so far: fdw-overhead's `source` and `external` (both on hosts, or the source alone: the
-external's postgres_fdw here then reaches it over the LAN), and interfaces' `remote`. Every other role that issue 47 names
-is refused as not placeable yet. A placed role has the real link to its host: no emulated latency
-or bandwidth, no PgBouncer or TLS of ours in front of it (refused, naming the option).
+Built so far: fdw-overhead's and remote-sampling's `source` and `external` (both on hosts, or the
+source alone: the external's postgres_fdw here then reaches it over the LAN), and interfaces'
+`remote`. Every other role that issue 47 names is refused as not placeable yet. A placed role has
+the real link to its host: no emulated latency or bandwidth, no PgBouncer or TLS of ours in front
+of it (refused, naming the option).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from ..errors import UserError
 from .host_facts import FACTS_SCRIPT, HostFacts
 from .hosts import HostSpec, Hosts, SshSettings, parse_host, parse_hosts
 
-PLACEABLE = {"fdw-overhead": ("source", "external"), "interfaces": ("remote",)}
+PLACEABLE = {"fdw-overhead": ("source", "external"), "interfaces": ("remote",),
+             "remote-sampling": ("source", "external")}
 # The roles issue 47 will place, not built yet: refused as such (not as unknown).
-LATER = {"remote-sampling": ("source", "external"), "file-fdw-tpch": ("worker",)}
+LATER = {"file-fdw-tpch": ("worker",)}
 # Dimensions whose values put something of ours (a proxy, a pooler, TLS) on a placed server's path.
 DIRECT_ONLY = {"latency": "0ms", "via": "direct", "fdw_via": "direct", "tls": "off"}
 
@@ -86,7 +88,7 @@ def parse_places(values: Iterable[str] | None, hosts: Iterable[str] | None, iden
             raise UserError(f"--place: {role} is also given by --server; give the role one server: its --server "
                             f"or its --place")
         placed[role] = name
-    if placed.get("external") and "source" not in placed and study == "fdw-overhead":
+    if placed.get("external") and "source" not in placed and study in ("fdw-overhead", "remote-sampling"):
         raise UserError("--place: a placed external reaches the source over the network, and this version keeps "
                         "a source here on loopback; add --place source=NAME")
     unused = sorted(set(specs) - set(placed.values()))

@@ -20,7 +20,8 @@ without it in template1) the remote SQL is not recorded, and the run's facts say
 
 Either role can be the user's server (--server source=DSN, external=DSN): everything here is done
 in databases of ours there, named through server.dbname(); the tables sampled live on the
-source's own disk then, which the disk check leaves to its owner.
+source's own disk then, which the disk check leaves to its owner. Either can be placed on a host
+(--place, servers/placement.py): a managed server there, loaded over TCP, its disk the host's.
 
 Tables and views are named after row counts ('t_10M'): always through sql.Identifier, since an
 unquoted name would be folded to lower case ('t_10m') and miss the table.
@@ -126,10 +127,10 @@ class RemoteSampling(Declared):
     def prepare(self, env: StudyEnv) -> Setup:
         opts, bandwidth = env.options, env.options.params.get("bandwidth")
         sizes = sorted(opts.dims["rows"], key=row_count)
-        if "source" not in user_roles(opts):   # a user's source keeps the rows on its own disk
-            self._check_disk(env, sizes)
         source = env.servers.server("source", STATEMENTS, remote=links_requested(opts), bandwidth_kbit=bandwidth,
                                     tls=tls.ON in tls_values(opts))
+        if source.managed:   # a user's source keeps the rows on its own disk
+            self._check_disk(env, source, sizes)
         external = env.servers.server("external")
         if not external.managed:
             fdw.warn_logged_password(env.log, external)
@@ -177,12 +178,15 @@ class RemoteSampling(Declared):
         return dbs
 
     @staticmethod
-    def _check_disk(env: StudyEnv, sizes) -> None:
+    def _check_disk(env: StudyEnv, source: Server, sizes) -> None:
         need = sum(row_count(s) for s in sizes) * ROW_BYTES * 1.3   # heap plus WAL and slack
-        free = env.servers.workspace.free_bytes()
+        placed = getattr(source, "network", None)   # a placed server's (--place): its host's disk, read there
+        free = int(source.host.facts.values.get("disk_free_kb") or 0) * 1024 if placed else \
+            env.servers.workspace.free_bytes()
         if need > free:
-            raise UserError(f"--rows: {','.join(sizes)} rows need about {need / 1e9:.0f} GB free in the workspace, "
-                            f"{free / 1e9:.0f} GB are; use smaller --rows or another --workspace")
+            raise UserError(f"--rows: {','.join(sizes)} rows need about {need / 1e9:.0f} GB free "
+                            f"{f'on {placed}' if placed else 'in the workspace'}, {free / 1e9:.0f} GB are; use "
+                            f"smaller --rows or {'a host with more room' if placed else 'another --workspace'}")
 
     # -- one measurement --------------------------------------------------------------------
     def before_measure(self, env: StudyEnv, case: Case) -> None:
