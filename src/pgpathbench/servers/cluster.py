@@ -60,8 +60,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class Statements:
+    """What a managed server, here or on a host, does over its own connect()."""
+
+    def execute(self, dbname: str, *statements: str) -> None:
+        with self.connect(dbname) as conn:
+            for sql in statements:
+                conn.execute(sql)
+
+    def create_database(self, dbname: str) -> None:
+        with self.connect() as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
+                conn.execute(f'CREATE DATABASE "{dbname}"')
+
+
 @dataclass
-class Cluster:
+class Cluster(Statements):
     name: str
     root: Path                      # everything of this cluster lives below
     bins: PgBinaries
@@ -348,16 +362,6 @@ class Cluster:
     def watched(self, role: str, *databases: str) -> Watched:
         """This server as the evidence collector reads it: SQL, and its processes in /proc."""
         return Watched(role, self.connect, postmaster_pid(self.data), databases)
-
-    def execute(self, dbname: str, *statements: str) -> None:
-        with self.connect(dbname) as conn:
-            for sql in statements:
-                conn.execute(sql)
-
-    def create_database(self, dbname: str) -> None:
-        with self.connect() as conn:
-            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
-                conn.execute(f'CREATE DATABASE "{dbname}"')
 
     def fingerprint(self) -> dict:
         """What of this server changes a result: its build (version, binaries), what it preloads,

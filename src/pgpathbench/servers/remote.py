@@ -39,7 +39,7 @@ from ..evidence import Watched
 from ..procs import password_env
 from . import remote_scripts as scripts
 from .binaries import fetched, host_bundle
-from .cluster import SUPERUSER, TCP_AUTH, fingerprint_of
+from .cluster import SUPERUSER, TCP_AUTH, Statements, fingerprint_of
 from .host_facts import FACTS_SCRIPT, HostFacts
 from .host_ledger import HostLedger
 from .hosts import Connection
@@ -151,7 +151,7 @@ class HostWorkspace:
 
 
 @dataclass
-class RemoteCluster:
+class RemoteCluster(Statements):
     """One placed server: made, started, stopped and removed over its host's connection; seen by the
     studies as any server (the interface of Cluster and UserServer), reached over TCP only."""
     name: str
@@ -289,16 +289,6 @@ class RemoteCluster:
     def watched(self, role: str, *databases: str) -> Watched:
         # Its CPU is read on its host, over the run's connection (evidence/host_cpu.py).
         return Watched(role, self.connect, self.pid, databases, host=self.host.connection)
-
-    def execute(self, dbname: str, *statements: str) -> None:
-        with self.connect(dbname) as conn:
-            for statement in statements:
-                conn.execute(statement)
-
-    def create_database(self, dbname: str) -> None:
-        with self.connect() as conn:
-            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
-                conn.execute(f'CREATE DATABASE "{dbname}"')
 
     def fingerprint(self) -> dict:
         with self.connect() as conn:
