@@ -31,6 +31,7 @@ import subprocess
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import psycopg
 
@@ -43,10 +44,12 @@ from .cluster import SUPERUSER, TCP_AUTH, Statements, fingerprint_of
 from .host_facts import FACTS_SCRIPT, HostFacts
 from .host_ledger import HostLedger
 from .hosts import Connection
+from .placement import host_of
 
 RUNS_DIR = "runs"
 PORTS = (20000, 60000)    # where a free port is tried on the host
 START_TRIES = 5
+SHIP_TIMEOUT_S = 3600    # a file_fdw server's files: GBs at the larger scales
 
 
 class HostLost(Exception):
@@ -249,6 +252,25 @@ class RemoteCluster(Statements):
                                         + scripts.RELOAD, ("as_account", "hba"), hba=self._hba(),
                                         **self._values(data=f"{self.dir}/data")), f"pg_hba.conf of {self.name}")
 
+    def server_paths(self, files: Mapping[str, Path]) -> dict[str, str]:
+        """Where the server reads these files of this machine (file_fdw's): shipped to its directory
+        there as a tar stream over the run's connection, each file's size checked there."""
+        dest = f"{self.dir}/files"
+
+        def write(stdin) -> None:
+            with tarfile.open(fileobj=stdin, mode="w|") as tar:
+                for name, path in files.items():
+                    tar.add(path, arcname=name)
+        res = self.host.connection.stream(scripts.render(scripts.FILES, dest=dest, ledger=self._values()["ledger"]),
+                                          write, timeout=SHIP_TIMEOUT_S)
+        sizes = dict(reversed(line.split(None, 1)) for line in res.stdout.splitlines() if line.strip())
+        wrong = [n for n, p in files.items() if sizes.get(n) != str(p.stat().st_size)]
+        if res.returncode != 0 or wrong:
+            raise self.host.failed(res if res.returncode else subprocess.CompletedProcess(
+                res.args, 3, res.stdout, f"{wrong[0]}: {sizes.get(wrong[0], 'missing')} bytes there"),
+                f"shipping {len(files)} files for {self.name}")
+        return {name: f"{dest}/{name}" for name in files}
+
     def stop(self, immediate: bool = False) -> None:
         if not self._running:
             return
@@ -312,12 +334,12 @@ class PlacedServers:
         self.clusters: dict[str, RemoteCluster] = {}
 
     def host_of(self, role: str) -> str | None:
-        return self.placed.get(role)
+        return host_of(self.placed, role)
 
     def server(self, name: str, role: str, major: int, settings: dict[str, str] | None) -> RemoteCluster:
         if name in self.clusters:
             return self.clusters[name]
-        host = self.placed[role]
+        host = self.host_of(role)
         if host not in self.places:
             self.places[host] = HostWorkspace(self.hosts[host], self.run_id, self.ledger)
         cluster = RemoteCluster(name, self.places[host], major, self.local_dir, dict(settings or {}))

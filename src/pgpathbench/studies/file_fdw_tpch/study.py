@@ -79,7 +79,7 @@ from ...servers.binaries import PgBinaries
 from ...servers.fdw import set_case_options
 from ...servers.paths import DIRECT, NetworkPath
 from ..base import Declared, Setup, StudyEnv, StudyOptions
-from . import checks, citus, report, spec, user_role
+from . import checks, citus, placed, report, spec, user_role
 from .loading import load_and_analyze  # noqa: F401 (bench/ imports)
 from .nodes import Nodes, start_servers
 from .objects import create_objects, load_tasks, worker_servers  # noqa: F401 (bench/ imports)
@@ -112,6 +112,7 @@ class FileFdwTpch(Declared):
 
     def check(self, options: StudyOptions, bins: PgBinaries) -> None:
         super().check(options, bins)
+        placed.check(options)                 # workers on hosts (--place)
         self.server_binaries(options, bins)   # Citus there, before anything is written
 
     def server_binaries(self, options: StudyOptions, bins: PgBinaries) -> PgBinaries:
@@ -128,7 +129,12 @@ class FileFdwTpch(Declared):
         return cross(self.name, self.dimensions, dims)
 
     def path(self, case: Case) -> NetworkPath | None:
-        return None   # the instance's unix socket; the other nodes are reached on loopback
+        return None   # the instance's unix socket; the other nodes on loopback, or at their hosts (--place)
+
+    def probe(self, env: StudyEnv) -> list[dict]:
+        """The FDW hop to each placed worker (placed.py), every round."""
+        workers = placed.placed_workers(env.options)
+        return placed.probes(env.state.nodes, workers) if workers and env.state is not None else []
 
     # -- servers and data -------------------------------------------------------------------
     def prepare(self, env: StudyEnv) -> Setup:
@@ -153,7 +159,10 @@ class FileFdwTpch(Declared):
                        "storages": list(shape.storages),
                        "queries": list(shape.queries), "cores": CORES, **generated()}
         if nodes.main is not None:
-            create_objects(nodes.main, nodes.fdw_workers, files, shape)
+            placed.check_room(nodes, files, shape)
+            read_at = create_objects(nodes.main, nodes.fdw_workers, files, shape)
+            if read_at:
+                facts["worker_files"] = read_at
         if nodes.citus is not None:
             citus.create_objects(nodes.citus, shape)
         facts.update(load_and_analyze(nodes, files, shape, env.log))
@@ -347,5 +356,6 @@ def settings_facts(shape: Shape, nodes: Nodes) -> dict:
     if not managed:   # the server's own settings are in its fingerprint
         facts["session"] = user_role.SESSION_SETTINGS
     if nodes.fdw_workers:
-        facts["postgres_fdw"] = {**POSTGRES_FDW_OPTIONS, "transport": "TCP 127.0.0.1, scram-sha-256"}
+        at = ", ".join(dict.fromkeys(w.tcp_host for w in nodes.fdw_workers))   # a placed worker's: its host's
+        facts["postgres_fdw"] = {**POSTGRES_FDW_OPTIONS, "transport": f"TCP {at}, scram-sha-256"}
     return facts
