@@ -327,8 +327,14 @@ OTHER_CASES = [
     ([*INTERFACES, "--place", "remote=a", *HOST_A, "--latency", "0ms,2ms"], "--latency: 2ms cannot apply"),
     ([*TPCH, "--place", "worker=a", *HOST_A], "--place worker=a: places the postgres_fdw layout's workers, and the "
      "run measures no postgres_fdw layout; add postgres_fdw to --layout"),
-    ([*TPCH, "--place", "citus_worker=a", *HOST_A], "--place: citus_worker: not placeable yet"),
-    ([*TPCH, "--place", "citus_worker1=a", *HOST_A], "--place: citus_worker: not placeable yet"),
+    ([*TPCH, "--place", "citus_worker=a", *HOST_A], "--place citus_worker=a: places the citus layout's workers, and "
+     "the run measures no citus layout; add citus to --layout"),
+    ([*TPCH, "--layout", "citus", "--workers", "2", "--place", "citus_worker3=a", *HOST_A],
+     "--place citus_worker3=a: the citus layout has citus_worker1..2 (--workers 2)"),
+    ([*TPCH, "--layout", "citus", "--place", "citus_worker=a", "--place", "citus_worker1=a", *HOST_A],
+     "--place: citus_worker places every citus_worker1..N and citus_worker1 one of them"),
+    ([*TPCH, "--place", "citus_worker=a", *HOST_A, "--server", f"coordinator={DSN}"],
+     "--place citus_worker=a: the citus layout runs on your Citus cluster (--server coordinator)"),
     ([*TPCH, "--place", "worker17=a", *HOST_A], "--place: worker17: a run has at most 16 of worker1..N"),
     ([*TPCH, "--place", "workers=a", *HOST_A], "--place: no role workers in file-fdw-tpch"),
     ([*TPCH, "--place", "worker0=a", *HOST_A], "--place: no role worker0 in file-fdw-tpch"),

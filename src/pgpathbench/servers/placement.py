@@ -3,9 +3,10 @@ anything is written, and kept with the run's options so that `run --resume` reac
 
 Built so far: fdw-overhead's and remote-sampling's `source` and `external` (both on hosts, or the
 source alone: the external's postgres_fdw here then reaches it over the LAN), interfaces'
-`remote`, and file-fdw-tpch's postgres_fdw layout's workers: a numbered family, `worker=NAME` for
-every one of them, `workerK=NAME` for worker K alone (one form or the other in a run). Every other
-role that issue 47 names is refused as not placeable yet. A placed role has
+`remote`, and file-fdw-tpch's workers, numbered families: the postgres_fdw layout's `worker=NAME`
+for every one of them, `workerK=NAME` for worker K alone (one form or the other in a run), and the
+citus layout's `citus_worker` and `citus_workerK` alike (a host running Citus of the coordinator's
+version, or one this machine's PostgreSQL 15 with Citus can be shipped to). A placed role has
 the real link to its host: no emulated latency or bandwidth, no PgBouncer or TLS of ours in front
 of it (refused, naming the option).
 """
@@ -19,16 +20,17 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from ..errors import UserError
-from .host_facts import FACTS_SCRIPT, HostFacts
+from .host_facts import FACTS_SCRIPT, HostFacts, citus_refusal
 from .hosts import HostSpec, Hosts, SshSettings, parse_host, parse_hosts
 
 PLACEABLE = {"fdw-overhead": ("source", "external"), "interfaces": ("remote",),
-             "remote-sampling": ("source", "external"), "file-fdw-tpch": ("worker",)}
+             "remote-sampling": ("source", "external"), "file-fdw-tpch": ("worker", "citus_worker")}
 # The roles issue 47 will place, not built yet: refused as such (not as unknown).
-LATER = {"file-fdw-tpch": ("citus_worker",)}
+LATER: dict[str, tuple[str, ...]] = {}
 # Roles whose servers are numbered (worker1..N): ROLE places them all, ROLEK the K-th alone.
 NUMBERED = {"file-fdw-tpch": ("worker", "citus_worker")}
 MAX_NUMBER = 16
+CITUS_WORKER = "citus_worker"   # a Citus node: the host runs Citus too
 # Dimensions whose values put something of ours (a proxy, a pooler, TLS) on a placed server's path.
 DIRECT_ONLY = {"latency": "0ms", "via": "direct", "fdw_via": "direct", "tls": "off"}
 
@@ -56,9 +58,10 @@ class Placements:
         return cls(dict(params.get("placed") or {}), hosts, params.get("ssh_identity"))
 
     @contextlib.contextmanager
-    def opened(self, workspace: Path, majors: Iterable[int] = ()) -> Iterator[Hosts | None]:
+    def opened(self, workspace: Path, majors: Iterable[int] = (), citus: str | None = None) -> Iterator[Hosts | None]:
         """The hosts' connections for the whole run (None without a placed role), each placed role's
-        host checked first to run every major of the run (installed there, or a bundle shipped)."""
+        host checked first to run every major of the run (installed there, or a bundle shipped), and
+        a Citus worker's to run Citus of the coordinator's version `citus`."""
         if not self.roles:
             yield None
             return
@@ -70,6 +73,9 @@ class Placements:
                     runs, text = facts.postgres_text(int(major))
                     if not runs:
                         raise UserError(f"--place {role}={name}: {text}")
+                why = citus_refusal(facts, citus) if citus and family(role, "file-fdw-tpch") == CITUS_WORKER else None
+                if why:
+                    raise UserError(f"--place {role}={name}: {why}, or leave --place out")
             yield hosts
 
 

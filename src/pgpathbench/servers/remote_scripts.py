@@ -41,6 +41,9 @@ echo "connection=$SSH_CONNECTION"
 # Ships nothing itself: the bundle comes on ssh's stdin as a tar stream (Connection.send).
 UNPACK = "set -e; umask 022; mkdir -p {dest}; tar -xf - -C {dest}; {dest}/bin/postgres --version"
 
+# This machine's tree of PostgreSQL 15 with Citus (servers/citus.py), as UNPACK does a bundle.
+UNPACK_TREE = "set -e; umask 022; mkdir -p {dest}; tar -xf - --no-same-owner -C {dest}; {bindir}/postgres --version"
+
 # Files a server reads (file_fdw's), from a tar stream on ssh's stdin into a directory of the run's,
 # recorded in the ledger first (they go with the run's directory); prints each file's bytes there.
 FILES = """set -e; umask 022; echo "files "{dest} >> {ledger}; mkdir -p {dest}; \

@@ -18,9 +18,10 @@ from ...datasets.tpch.files import TpchFiles
 from ...datasets.tpch.schema import PARTITIONED
 from ...errors import UserError
 from ...servers.network import time_statement
-from ...servers.placement import family, host_of
-from ..base import StudyOptions
-from .spec import COLUMNAR, DB, canonical
+from ...servers.placement import CITUS_WORKER, family, host_of
+from ..base import StudyOptions, user_roles
+from .spec import CITUS, COLUMNAR, DB, canonical
+from .user_role import COORDINATOR
 
 if TYPE_CHECKING:
     from .nodes import Nodes
@@ -32,31 +33,42 @@ HOP, HOP_SCANS = "+fdw_scan", 20    # a probe's link name: <worker's link>+fdw_s
 ROOM_PER_FILE_BYTE = 3.0
 
 
-def placed_workers(options: StudyOptions) -> dict[str, str]:
-    """--place's worker roles (worker, workerK) and their hosts."""
+def placed_workers(options: StudyOptions, which: str = WORKER) -> dict[str, str]:
+    """--place's roles of a worker family (worker, workerK; or citus_worker...) and their hosts."""
     placed = options.params.get("placed") or {}
-    return {role: host for role, host in placed.items() if family(role, "file-fdw-tpch") == WORKER}
+    return {role: host for role, host in placed.items() if family(role, "file-fdw-tpch") == which}
 
 
 def check(options: StudyOptions) -> None:
-    """A placed worker needs the postgres_fdw layout, a K within --partitions, and no columnar storage
+    """A placed worker needs its layout, and a K within its count; a postgres_fdw one no columnar storage
     (its citus_columnar is not shipped to hosts in this version): one line naming the option."""
+    for which, layout, count in ((WORKER, "postgres_fdw", "partitions"), (CITUS_WORKER, CITUS, "workers")):
+        _check_family(options, placed_workers(options, which), which, layout, count)
+    citus = placed_workers(options, CITUS_WORKER)
+    if citus and COORDINATOR in user_roles(options):
+        role, host = next(iter(citus.items()))
+        raise UserError(f"--place {role}={host}: the citus layout runs on your Citus cluster (--server coordinator), "
+                        "whose workers are its own; leave --place out, or --server coordinator out")
     placed = placed_workers(options)
-    if not placed:
-        return
-    role, host = next(iter(placed.items()))
-    if "postgres_fdw" not in {canonical(la) for la in options.dims["layout"]}:
-        raise UserError(f"--place {role}={host}: places the postgres_fdw layout's workers, and the run measures "
-                        "no postgres_fdw layout; add postgres_fdw to --layout, or leave --place out")
-    n = int(options.params["partitions"])
-    beyond = sorted(r for r in placed if r != WORKER and int(r[len(WORKER):]) > n)
-    if beyond:
-        raise UserError(f"--place {beyond[0]}={placed[beyond[0]]}: the postgres_fdw layout has worker1..{n} "
-                        f"(--partitions {n}); give workerK with K from 1 to {n}, or more --partitions")
-    if COLUMNAR in options.dims["storage"]:
+    if placed and COLUMNAR in options.dims["storage"]:
+        role, host = next(iter(placed.items()))
         raise UserError(f"--storage columnar: a placed worker ({role}={host}) would need Citus's citus_columnar on "
                         "its host, which this version does not ship; leave columnar out of --storage, or leave "
                         "--place out")
+
+
+def _check_family(options: StudyOptions, placed: dict[str, str], which: str, layout: str, count: str) -> None:
+    if not placed:
+        return
+    role, host = next(iter(placed.items()))
+    if layout not in {canonical(la) for la in options.dims["layout"]}:
+        raise UserError(f"--place {role}={host}: places the {layout} layout's workers, and the run measures "
+                        f"no {layout} layout; add {layout} to --layout, or leave --place out")
+    n = int(options.params.get(count) or 1)
+    beyond = sorted(r for r in placed if r != which and int(r[len(which):]) > n)
+    if beyond:
+        raise UserError(f"--place {beyond[0]}={placed[beyond[0]]}: the {layout} layout has {which}1..{n} "
+                        f"(--{count} {n}); give {which}K with K from 1 to {n}, or more --{count}")
 
 
 def check_room(nodes: Nodes, files: TpchFiles, shape: Shape) -> None:
