@@ -296,16 +296,19 @@ class RemoteCluster(Statements):
                     tar.add(path, arcname=name)
         res = self.host.connection.stream(scripts.render(scripts.FILES, dest=dest, ledger=self._values()["ledger"]),
                                           write, timeout=SHIP_TIMEOUT_S)
-        sizes = dict(reversed(line.split(None, 1)) for line in res.stdout.splitlines() if line.strip())
-        wrong = [n for n, p in files.items() if sizes.get(n) != str(p.stat().st_size)]
-        if res.returncode != 0 or wrong:
-            raise self.host.failed(res if res.returncode else subprocess.CompletedProcess(
-                res.args, 3, res.stdout, f"{wrong[0]}: {sizes.get(wrong[0], 'missing')} bytes there"),
-                f"shipping {len(files)} files for {self.name}")
+        what = f"shipping {len(files)} files for {self.name}"
+        if res.returncode != 0:
+            raise self.host.failed(res, what)
+        there = dict(reversed(line.split(None, 1)) for line in res.stdout.splitlines() if line.strip())
+        for name, path in files.items():
+            if there.get(name) != str(path.stat().st_size):
+                raise UserError(f"--place: {what} failed on host {self.host.name}: {name} has "
+                                f"{there.get(name, 'no')} bytes there, {path.stat().st_size} here")
         return {name: f"{dest}/{name}" for name in files}
 
     def writable_dir(self, name: str) -> str:
-        """A directory of the run's there that the server writes files to (COPY TO), made once."""
+        """A directory of the run's there that the server writes files to (COPY TO): made, and handed to
+        the servers' account."""
         path = f"{self.dir}/{name}"
         self.host.output(scripts.render("mkdir -p {path} && {chown} {path}", ("chown",), path=path,
                                         **self.host.command_values()), f"a directory for {self.name}")
