@@ -23,10 +23,12 @@ Here, four layouts, each on both storages (and Citus's columnar access method, w
   coordinator (else the parameterized remote scans use_remote_estimate offers re-scan a whole
   part per outer row: minutes for Q17 and Q21 at SF 0.1). postgres_fdw cannot push a partial
   aggregate down, and a local partial aggregate per partition would make the scans run one
-  after the other: partitionwise aggregate is off there.
+  after the other: partitionwise aggregate is off there. Its instances can run on other hosts
+  (--place worker=NAME or workerK=NAME: placed.py), their part files shipped there.
 - `citus`: a Citus coordinator and --workers worker nodes (citus.py): lineitem and orders
   distributed in N shards, the small tables reference tables; the seed's CitusDB column, on the
   engine (the coordinator merges what the shards' tasks computed, partial aggregates included).
+  Its workers can run on other hosts too (--place citus_worker=NAME or citus_workerK=NAME).
 
 A run with the citus layout or the columnar storage runs every managed server on the PostgreSQL
 build that has Citus (servers/citus.py: pgpathbench's own 15.20 tree here), so that its layouts
