@@ -56,6 +56,7 @@ def cmd_run(args, out: Console, err: Console) -> int:
         raise UserError("--resume: takes no study; the run's own options are reused")
     if args.study is not None and args.resume_repeat is not None:
         raise UserError(f"--repeat: give it after the study's name (run {args.study} --repeat N), or with --resume")
+    from .servers.citus import extension_version
     from .servers.placement import Placements, check_cases, parse_places
     options, dsns, placements = None, {}, Placements()
     if args.study is not None:
@@ -79,7 +80,8 @@ def cmd_run(args, out: Console, err: Console) -> int:
     # The hosts' connections first: a host that refuses, or cannot run a major of the run, is refused
     # before anything is written.
     majors = options.dims.get("pg", ()) if options is not None else ()
-    with placements.opened(ws.root, majors) as hosts, _store(args, ws, bins) as store:
+    citus = extension_version(study.server_binaries(options, bins)) if placements else None   # a Citus worker's
+    with placements.opened(ws.root, majors, citus) as hosts, _store(args, ws, bins) as store:
         runner = Runner(store, ws, bins, ProgressReporter(err), keep_servers=getattr(args, "keep_servers", False),
                         user_dsns=dsns, hosts=hosts)
         if options is not None:

@@ -90,13 +90,21 @@ def refuse_major(majors, option: str) -> None:
                         f"give --pg {MAJOR}")
 
 
+def extension_version(bins: PgBinaries) -> str | None:
+    """The version CREATE EXTENSION citus makes with these binaries (its control file's), or None."""
+    try:
+        control = (bins.sharedir() / "extension" / "citus.control").read_text()
+    except OSError:
+        return None
+    return next((line.split("'")[1] for line in control.splitlines() if line.startswith("default_version")), None)
+
+
 def describe(bins: PgBinaries) -> tuple[bool, str]:
     """For doctor: whether Citus is there, its version and where."""
     found = find(bins)
     if found is None:
         return False, f"not installed (file-fdw-tpch's --layout citus and --storage columnar need it): {FIX}"
-    control = (found.sharedir() / "extension" / "citus.control").read_text()
-    version = next((line.split("'")[1] for line in control.splitlines() if line.startswith("default_version")), "?")
+    version = extension_version(found) or "?"
     server = found.version().replace("postgres (PostgreSQL) ", "PostgreSQL ")
     removal = "; scripts/install-citus --remove removes it" if found.bindir.is_relative_to(TREE) else ""
     return True, f"Citus {version} on {server}: {found.origin}{removal}"

@@ -351,6 +351,19 @@ class Cluster(Statements):
         """How postgres_fdw reaches database `name` here: server options, user, password."""
         return {"dbname": name}, SUPERUSER, self.password
 
+    def writable_dir(self, name: str) -> str:
+        """A directory of the run's that the server writes files to (COPY TO), made once."""
+        directory = self.root / name
+        if not directory.exists():
+            directory.mkdir()
+            self.user.chown(directory)
+        return str(directory)
+
+    @staticmethod
+    def server_paths(files: Mapping[str, Path]) -> dict[str, str]:
+        """Where the server reads these files of this machine (file_fdw's): where they are."""
+        return {name: str(path) for name, path in files.items()}
+
     def conninfo(self, dbname: str = "postgres", transport: str = "unix") -> str:
         """Never with the password: over TCP, the client reads it from `passfile` (client_env)."""
         host = self.sockdir if transport == "unix" else self.tcp_host

@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from . import citus as engine
 from .binaries import BUNDLES, HOST_ONLY_BUNDLES, host_bundle
 
 # Free space a shipped bundle needs in the host's workspace: one extracts to about 60 MiB (17.11.0: 59).
 SHIP_ROOM_KB = 128 * 1024
+TREE_KB = 64 * 1024      # the tree of PostgreSQL 15 with Citus (servers/citus.py): about 60 MiB
 
 # Where the tool would keep its files there: as here (workspace.default_root), root's apart from
 # any login's home.
@@ -34,8 +36,14 @@ if [ "$(id -u)" = 0 ]; then ws=/var/lib/pgpathbench; else ws="${XDG_DATA_HOME:-$
 echo "workspace=$ws"
 d=$ws; while [ ! -e "$d" ]; do d=$(dirname "$d"); done
 df -Pk "$d" | awk 'NR == 2 { print "disk_free_kb=" $4; print "disk_device=" $1 }'
+echo "os_release=$(. /etc/os-release 2>/dev/null; echo "$ID $VERSION_ID")"
 for b in /usr/lib/postgresql/*/bin "$(dirname "$(command -v postgres 2>/dev/null || echo /nonexistent/x)")"; do
-  [ -x "$b/postgres" ] && echo "postgres=$b|$("$b/postgres" --version)"
+  [ -x "$b/postgres" ] || continue
+  echo "postgres=$b|$("$b/postgres" --version)"
+  # Citus in it: citus.so in its pkglibdir, and citus.control's version (Debian's layout without pg_config)
+  lib=$("$b/pg_config" --pkglibdir 2>/dev/null || echo "$b/../lib")
+  share=$("$b/pg_config" --sharedir 2>/dev/null || echo "/usr/share/postgresql/$(basename "$(dirname "$b")")")
+  [ -f "$lib/citus.so" ] && echo "citus=$b|$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$share/extension/citus.control" 2>/dev/null)"
 done
 exit 0
 """
@@ -53,7 +61,10 @@ class HostFacts:
             key, sep, value = line.partition("=")
             if not sep:
                 continue
-            if key == "postgres":
+            if key == "citus":
+                bindir, _, version = value.partition("|")
+                values[f"citus {bindir}"] = version.strip()
+            elif key == "postgres":
                 bindir, _, version = value.partition("|")
                 major = _major(version)
                 if major is not None:
@@ -98,6 +109,31 @@ class HostFacts:
         others = ", ".join(str(m) for m in sorted(self.installations)) or "none"
         return False, (f"PostgreSQL {major} neither installed (found: {others}) nor shippable ({why}); "
                        "install it there, or give its bindir")
+
+
+def citus_text(facts: HostFacts, version: str | None) -> str | None:
+    """Why a Citus node of `version` cannot run there on its own PostgreSQL 15; None when it can."""
+    bindir = facts.installations.get(engine.MAJOR, ("", ""))[0]
+    found = facts.values.get(f"citus {bindir}") if bindir else None
+    if found == version:
+        return None
+    return (f"its PostgreSQL {engine.MAJOR} has Citus {found}, the coordinator's {version}" if found else
+            f"its PostgreSQL {engine.MAJOR} has no Citus" if bindir else f"it has no PostgreSQL {engine.MAJOR}")
+
+
+def citus_refusal(facts: HostFacts, version: str | None) -> str | None:
+    """Why no PostgreSQL 15 with Citus `version` can run there, its own or this machine's tree
+    (servers/citus.py) shipped to a Debian 12 x86_64 host; None when one can."""
+    why = citus_text(facts, version)
+    if why is None:
+        return None
+    v, tree = facts.values, engine.tree_binaries()
+    if tree is not None and engine.extension_version(tree) == version and v.get("os_release") == "debian 12" \
+            and v.get("arch") == "x86_64" and (_int(v.get("disk_free_kb")) or 0) >= 2 * TREE_KB:
+        return None
+    return (f"{why}, and this machine's PostgreSQL 15 with Citus ships to Debian 12 x86_64 hosts with "
+            f"{2 * TREE_KB // 1024} MiB free only (it is {v.get('os_release') or 'unknown'} {v.get('arch')}); "
+            f"install postgresql-15-citus-{(version or '13.2').rsplit('-', 1)[0]} there")
 
 
 def _major(version: str) -> int | None:

@@ -23,10 +23,11 @@ import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import IO, Callable, Iterable, Mapping, Sequence
 
 from .. import scratch
 from ..errors import UserError
@@ -184,11 +185,31 @@ class Connection:
     def send(self, command: str, data: bytes, timeout: float = 600) -> subprocess.CompletedProcess:
         """A command (paths only: it is on the host's command line) reading `data` on its stdin: how a
         file goes there over the open connection (a tar stream: the bundle of remote.py)."""
-        res = subprocess.run(["ssh", *self.settings.options(self.spec.name), "-S", str(self.control_path),
-                              "-o", "ControlMaster=no", "--", self.spec.destination, command],
-                             input=data, capture_output=True, timeout=timeout)
-        return subprocess.CompletedProcess(res.args, res.returncode, res.stdout.decode(errors="replace"),
-                                           res.stderr.decode(errors="replace"))
+        return self.stream(command, lambda stdin: stdin.write(data), timeout)
+
+    def stream(self, command: str, write: Callable[[IO[bytes]], object], timeout: float = 600
+               ) -> subprocess.CompletedProcess:
+        """send() of data too large to hold: `write` writes it to the command's stdin as it goes (its
+        output kept in files meanwhile, so that neither side waits on a full pipe)."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(["ssh", *self.settings.options(self.spec.name), "-S", str(self.control_path),
+                                     "-o", "ControlMaster=no", "--", self.spec.destination, command],
+                                    stdin=subprocess.PIPE, stdout=out, stderr=err)
+            try:
+                with proc.stdin:
+                    write(proc.stdin)
+            except BrokenPipeError:   # the command ended early: its exit and stderr say why
+                pass
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(proc.args, proc.returncode, out.read().decode(errors="replace"),
+                                               err.read().decode(errors="replace"))
 
     def output(self, script: str, what: str) -> str:
         """run(script)'s stdout; a failure names the host and what was asked."""

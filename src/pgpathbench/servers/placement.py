@@ -2,8 +2,11 @@
 anything is written, and kept with the run's options so that `run --resume` reaches the same hosts.
 
 Built so far: fdw-overhead's and remote-sampling's `source` and `external` (both on hosts, or the
-source alone: the external's postgres_fdw here then reaches it over the LAN), and interfaces'
-`remote`. Every other role that issue 47 names is refused as not placeable yet. A placed role has
+source alone: the external's postgres_fdw here then reaches it over the LAN), interfaces'
+`remote`, and file-fdw-tpch's workers, numbered families: the postgres_fdw layout's `worker=NAME`
+for every one of them, `workerK=NAME` for worker K alone (one form or the other in a run), and the
+citus layout's `citus_worker` and `citus_workerK` alike (a host running Citus of the coordinator's
+version, or one this machine's PostgreSQL 15 with Citus can be shipped to). A placed role has
 the real link to its host: no emulated latency or bandwidth, no PgBouncer or TLS of ours in front
 of it (refused, naming the option).
 """
@@ -11,18 +14,23 @@ of it (refused, naming the option).
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from ..errors import UserError
-from .host_facts import FACTS_SCRIPT, HostFacts
+from .host_facts import FACTS_SCRIPT, HostFacts, citus_refusal
 from .hosts import HostSpec, Hosts, SshSettings, parse_host, parse_hosts
 
 PLACEABLE = {"fdw-overhead": ("source", "external"), "interfaces": ("remote",),
-             "remote-sampling": ("source", "external")}
+             "remote-sampling": ("source", "external"), "file-fdw-tpch": ("worker", "citus_worker")}
 # The roles issue 47 will place, not built yet: refused as such (not as unknown).
-LATER = {"file-fdw-tpch": ("worker",)}
+LATER: dict[str, tuple[str, ...]] = {}
+# Roles whose servers are numbered (worker1..N): ROLE places them all, ROLEK the K-th alone.
+NUMBERED = {"file-fdw-tpch": ("worker", "citus_worker")}
+MAX_NUMBER = 16
+CITUS_WORKER = "citus_worker"   # a Citus node: the host runs Citus too
 # Dimensions whose values put something of ours (a proxy, a pooler, TLS) on a placed server's path.
 DIRECT_ONLY = {"latency": "0ms", "via": "direct", "fdw_via": "direct", "tls": "off"}
 
@@ -50,9 +58,10 @@ class Placements:
         return cls(dict(params.get("placed") or {}), hosts, params.get("ssh_identity"))
 
     @contextlib.contextmanager
-    def opened(self, workspace: Path, majors: Iterable[int] = ()) -> Iterator[Hosts | None]:
+    def opened(self, workspace: Path, majors: Iterable[int] = (), citus: str | None = None) -> Iterator[Hosts | None]:
         """The hosts' connections for the whole run (None without a placed role), each placed role's
-        host checked first to run every major of the run (installed there, or a bundle shipped)."""
+        host checked first to run every major of the run (installed there, or a bundle shipped), and
+        a Citus worker's to run Citus of the coordinator's version `citus`."""
         if not self.roles:
             yield None
             return
@@ -64,6 +73,9 @@ class Placements:
                     runs, text = facts.postgres_text(int(major))
                     if not runs:
                         raise UserError(f"--place {role}={name}: {text}")
+                why = citus_refusal(facts, citus) if citus and family(role, "file-fdw-tpch") == CITUS_WORKER else None
+                if why:
+                    raise UserError(f"--place {role}={name}: {why}, or leave --place out")
             yield hosts
 
 
@@ -79,9 +91,10 @@ def parse_places(values: Iterable[str] | None, hosts: Iterable[str] | None, iden
         role, name = role.strip(), name.strip()
         if not sep or not role or not name:
             raise UserError("--place: give ROLE=NAME; ROLE a role of the study, NAME that of a --host")
-        _check_role(role, study, roles)
+        _check_role(family(role, study), study, roles)
         if role in placed:
             raise UserError(f"--place: {role} is placed twice; give each role one --place")
+        _check_not_both(role, placed, study)
         if name not in specs:
             raise UserError(f"--place: no --host is named {name}; add --host {name}=ssh://USER@ADDRESS[:PORT]")
         if role in servers:
@@ -98,6 +111,34 @@ def parse_places(values: Iterable[str] | None, hosts: Iterable[str] | None, iden
         raise UserError(f"{given}: a run uses hosts only for --place, and no --place names it; leave {given} "
                         "out, or place a role there (use it with 'pgpathbench doctor' to check a host)")
     return Placements(placed, specs, identity, frozenset(accept or ()))
+
+
+def family(role: str, study: str) -> str:
+    """The role a numbered server belongs to (worker2 -> worker), else the role itself."""
+    m = re.fullmatch(r"([a-z_]+?)([1-9][0-9]?)", role)
+    if m and m.group(1) in NUMBERED.get(study, ()):
+        if int(m.group(2)) > MAX_NUMBER:
+            raise UserError(f"--place: {role}: a run has at most {MAX_NUMBER} of {m.group(1)}1..N; give "
+                            f"{m.group(1)}K=NAME with K from 1 to {MAX_NUMBER}, or {m.group(1)}=NAME for all")
+        return m.group(1)
+    return role
+
+
+def _check_not_both(role: str, placed: Mapping[str, str], study: str) -> None:
+    """worker=NAME (all of them) with workerK=NAME (one) would say two places for worker K."""
+    base = family(role, study)
+    other = next((r for r in placed if r != role and family(r, study) == base and base in (r, role)), None)
+    if other:
+        raise UserError(f"--place: {base} places every {base}1..N and {other if other != base else role} one of "
+                        f"them; give --place {base}=NAME alone, or {base}K=NAME for each one")
+
+
+def host_of(placed: Mapping[str, str], server: str) -> str | None:
+    """The host of a role's server: placed by its own name (worker2), or by its family's (worker)."""
+    if server in placed:
+        return placed[server]
+    m = re.fullmatch(r"([a-z_]+?)[1-9][0-9]?", server)
+    return placed.get(m.group(1)) if m else None
 
 
 def _check_role(role: str, study: str, roles: Mapping[str, Iterable[str]]) -> None:

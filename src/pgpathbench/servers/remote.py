@@ -31,22 +31,26 @@ import subprocess
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import psycopg
 
 from ..errors import UserError
 from ..evidence import Watched
 from ..procs import password_env
+from . import citus as engine
 from . import remote_scripts as scripts
 from .binaries import fetched, host_bundle
 from .cluster import SUPERUSER, TCP_AUTH, Statements, fingerprint_of
-from .host_facts import FACTS_SCRIPT, HostFacts
+from .host_facts import FACTS_SCRIPT, HostFacts, citus_refusal, citus_text
 from .host_ledger import HostLedger
 from .hosts import Connection
+from .placement import host_of
 
 RUNS_DIR = "runs"
 PORTS = (20000, 60000)    # where a free port is tried on the host
 START_TRIES = 5
+SHIP_TIMEOUT_S = 3600    # a file_fdw server's files: GBs at the larger scales
 
 
 class HostLost(Exception):
@@ -62,7 +66,7 @@ class HostWorkspace:
     facts: HostFacts | None = None
     client_address: str = ""     # this machine, as the host sees it
     address: str = ""            # the host, as this machine reaches it
-    _bins: dict[int, tuple[str, str]] = field(default_factory=dict)   # major -> (bindir there, origin)
+    _bins: dict[object, tuple[str, str]] = field(default_factory=dict)   # major, or Citus's version -> (bindir there, origin)
 
     @property
     def name(self) -> str:
@@ -114,6 +118,34 @@ class HostWorkspace:
                 raise UserError(f"--place: on host {self.name}, {self.facts.postgres_text(major)[1]}")
         return self._bins[major]
 
+    def citus_binaries(self, version: str) -> tuple[str, str]:
+        """(bindir there, where it comes from) of PostgreSQL 15 with Citus `version`: the host's own when it
+        has that Citus (in its pg_config's pkglibdir), else this machine's tree (servers/citus.py: Debian's
+        15 with Citus) shipped, on a Debian 12 amd64 host only; else refused, naming the package."""
+        if version not in self._bins:
+            if citus_text(self.facts, version) is None:
+                bindir, pg = self.facts.installations[engine.MAJOR]
+                self._bins[version] = (bindir, f"the host's own {bindir} ({pg}) with Citus {version}")
+            else:
+                why = citus_refusal(self.facts, version)
+                if why:
+                    raise UserError(f"--place: on host {self.name}, {why}")
+                self._bins[version] = self._ship_citus(version)
+        return self._bins[version]
+
+    def _ship_citus(self, version: str) -> tuple[str, str]:
+        tree = engine.tree_binaries()
+        dest = f"{self.dir}/pg15-citus"
+        bindir = f"{dest}/{tree.bindir.relative_to(engine.TREE)}"
+
+        def write(stdin) -> None:
+            with tarfile.open(fileobj=stdin, mode="w|") as tar:
+                tar.add(engine.TREE, arcname=".")
+        res = self.connection.stream(scripts.render(scripts.UNPACK_TREE, dest=dest, bindir=bindir), write)
+        if res.returncode != 0:
+            raise self.failed(res, f"shipping PostgreSQL 15 with Citus {version}")
+        return bindir, f"{tree.origin}, shipped to the host ({res.stdout.strip()})"
+
     def _ship(self, major: int, workspace) -> tuple[str, str]:
         bundle = host_bundle(major)
         local = fetched(bundle, workspace).bindir.parent   # not resolve(): 15 here is Debian's
@@ -164,6 +196,8 @@ class RemoteCluster(Statements):
     pid: int | None = None             # its postmaster's, on the host
     bindir: str = ""
     origin: str = ""
+    secret: str | None = field(default=None, repr=False)   # a password given (a Citus cluster's shared one)
+    citus: str | None = None           # the Citus version it preloads (its binaries must have it)
     password: str = field(default="", repr=False)
     _running: bool = False
 
@@ -206,8 +240,9 @@ class RemoteCluster(Statements):
     def start(self, workspace) -> "RemoteCluster":
         """initdb there (fresh, as a resumed run's servers are), then a start on a port free there."""
         self.host.prepare()
-        self.bindir, self.origin = self.host.binaries(self.major, workspace)
-        self.password = secrets.token_urlsafe(24)
+        self.bindir, self.origin = self.host.citus_binaries(self.citus) if self.citus else \
+            self.host.binaries(self.major, workspace)
+        self.password = self.secret or secrets.token_urlsafe(24)
         self.local_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.passfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -236,7 +271,8 @@ class RemoteCluster(Statements):
         self._running = True
 
     def _hba(self) -> str:
-        clients = dict.fromkeys([self.host.client_address, *self.allowed, "127.0.0.1"])
+        # its own host's address too: a Citus worker reaches itself by the name pg_dist_node gives it
+        clients = dict.fromkeys([self.host.client_address, *self.allowed, self.host.address, "127.0.0.1"])
         return "\n".join([f"local all {SUPERUSER} trust",
                           *(f"host all {SUPERUSER} {a}/32 {self.tcp_auth}" for a in clients)])
 
@@ -248,6 +284,35 @@ class RemoteCluster(Statements):
         self.host.output(scripts.render("cat > {dir}/data/pg_hba.conf <<'PGPB_HBA_END'\n{hba}\nPGPB_HBA_END\n"
                                         + scripts.RELOAD, ("as_account", "hba"), hba=self._hba(),
                                         **self._values(data=f"{self.dir}/data")), f"pg_hba.conf of {self.name}")
+
+    def server_paths(self, files: Mapping[str, Path]) -> dict[str, str]:
+        """Where the server reads these files of this machine (file_fdw's): shipped to its directory
+        there as a tar stream over the run's connection, each file's size checked there."""
+        dest = f"{self.dir}/files"
+
+        def write(stdin) -> None:
+            with tarfile.open(fileobj=stdin, mode="w|") as tar:
+                for name, path in files.items():
+                    tar.add(path, arcname=name)
+        res = self.host.connection.stream(scripts.render(scripts.FILES, dest=dest, ledger=self._values()["ledger"]),
+                                          write, timeout=SHIP_TIMEOUT_S)
+        what = f"shipping {len(files)} files for {self.name}"
+        if res.returncode != 0:
+            raise self.host.failed(res, what)
+        there = dict(reversed(line.split(None, 1)) for line in res.stdout.splitlines() if line.strip())
+        for name, path in files.items():
+            if there.get(name) != str(path.stat().st_size):
+                raise UserError(f"--place: {what} failed on host {self.host.name}: {name} has "
+                                f"{there.get(name, 'no')} bytes there, {path.stat().st_size} here")
+        return {name: f"{dest}/{name}" for name in files}
+
+    def writable_dir(self, name: str) -> str:
+        """A directory of the run's there that the server writes files to (COPY TO): made, and handed to
+        the servers' account."""
+        path = f"{self.dir}/{name}"
+        self.host.output(scripts.render("mkdir -p {path} && {chown} {path}", ("chown",), path=path,
+                                        **self.host.command_values()), f"a directory for {self.name}")
+        return path
 
     def stop(self, immediate: bool = False) -> None:
         if not self._running:
@@ -312,15 +377,17 @@ class PlacedServers:
         self.clusters: dict[str, RemoteCluster] = {}
 
     def host_of(self, role: str) -> str | None:
-        return self.placed.get(role)
+        return host_of(self.placed, role)
 
-    def server(self, name: str, role: str, major: int, settings: dict[str, str] | None) -> RemoteCluster:
+    def server(self, name: str, role: str, major: int, settings: dict[str, str] | None, secret: str | None = None,
+               citus: str | None = None) -> RemoteCluster:
         if name in self.clusters:
             return self.clusters[name]
-        host = self.placed[role]
+        host = self.host_of(role)
         if host not in self.places:
             self.places[host] = HostWorkspace(self.hosts[host], self.run_id, self.ledger)
-        cluster = RemoteCluster(name, self.places[host], major, self.local_dir, dict(settings or {}))
+        cluster = RemoteCluster(name, self.places[host], major, self.local_dir, dict(settings or {}), secret=secret,
+                                citus=citus)
         self.clusters[name] = cluster
         cluster.start(self.workspace)
         self.log(f"{name} runs on host {host} ({cluster.host.connection.spec.shown}) at "

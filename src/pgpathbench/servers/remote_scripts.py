@@ -3,7 +3,8 @@
 Each is a template: `render` fills its {placeholders} shell-quoted, so that no value is read as
 shell. The host's ledger (LEDGER in the run's directory there) has one line per thing made, written
 before it is made where it can be: `dir PATH` (a directory we created, outermost first), `user NAME`
-(an account we created), `server DATADIR`, `pid PID DATADIR` (a postmaster started). CLEANUP reads
+(an account we created), `server DATADIR`, `pid PID DATADIR` (a postmaster started), `files DIR`
+(files shipped for a server to read, inside the run's directory). CLEANUP reads
 it alone: what `clean` removes after a SIGKILL here is what the host's ledger says.
 """
 
@@ -39,6 +40,14 @@ echo "connection=$SSH_CONNECTION"
 
 # Ships nothing itself: the bundle comes on ssh's stdin as a tar stream (Connection.send).
 UNPACK = "set -e; umask 022; mkdir -p {dest}; tar -xf - -C {dest}; {dest}/bin/postgres --version"
+
+# This machine's tree of PostgreSQL 15 with Citus (servers/citus.py), as UNPACK does a bundle.
+UNPACK_TREE = "set -e; umask 022; mkdir -p {dest}; tar -xf - --no-same-owner -C {dest}; {bindir}/postgres --version"
+
+# Files a server reads (file_fdw's), from a tar stream on ssh's stdin into a directory of the run's,
+# recorded in the ledger first (they go with the run's directory); prints each file's bytes there.
+FILES = """set -e; umask 022; echo "files "{dest} >> {ledger}; mkdir -p {dest}; \
+tar -xf - --no-same-owner -C {dest}; cd {dest}; wc -c -- *"""
 
 # initdb as the servers' account, the password from a 0600 file written from this script (on stdin).
 INITDB = r"""

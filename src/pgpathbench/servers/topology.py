@@ -19,6 +19,7 @@ import psycopg
 from ..errors import UserError
 from ..procs import OsUser, cmdline, pid_alive
 from ..workspace import Workspace
+from . import citus as engine
 from .binaries import PgBinaries, at_hand
 from .cluster import TCP_AUTH, Cluster, socket_dir
 from .postmaster import postmaster_pid, release_ipc, stop_pid
@@ -331,18 +332,22 @@ class ServerScope:
                                     tls)
 
     def server(self, role: str, settings: dict[str, str] | None = None, remote: bool = False,
-               bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0], tls: bool = False) -> Server:
-        """The role's server: the user's (--server ROLE=DSN), else a managed cluster named after it
-        (settings, remote, bandwidth, TCP authentication and TLS are the managed one's)."""
+               bandwidth_kbit: int | None = None, tcp_auth: str = TCP_AUTH[0], tls: bool = False,
+               secret: str | None = None) -> Server:
+        """The role's server: the user's (--server ROLE=DSN), else a managed cluster named after it, here
+        or on its host (--place) (settings, remote, bandwidth, TCP authentication, TLS and a password
+        given are the managed one's)."""
         user = self.servers.user_server(role)
         if user is not None:
             return user
         host = self.servers.placed.host_of(role)
         if host:   # its client path probed every round, as every link is
-            placed = self.servers.placed.server(self.prefix + role, role, self.bins.major, settings)
+            preload = (settings or {}).get("shared_preload_libraries", "").split(",")
+            citus = engine.extension_version(self.bins) if "citus" in preload else None   # Citus there too
+            placed = self.servers.placed.server(self.prefix + role, role, self.bins.major, settings, secret, citus)
             self.servers.link(f"{placed.name}@{host}", placed)
             return placed
-        return self.cluster(role, settings, remote, bandwidth_kbit, tcp_auth, tls=tls)
+        return self.cluster(role, settings, remote, bandwidth_kbit, tcp_auth, secret, tls)
 
     @property
     def root_cert(self) -> Path:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -37,9 +36,8 @@ from ...datasets.tpch.load import Task, copy_tasks
 from ...datasets.tpch.schema import PARTITION_KEY, PARTITIONED, TABLES, column_list
 from ...evidence import Watched
 from ...servers import citus as engine
-from ...servers.cluster import Cluster
 from ...servers.topology import Server
-from .objects import COLUMNAR_AM, FILE_SERVER, LOADED_ONCE, columnar_copy, vacuum_once
+from .objects import COLUMNAR_AM, FILE_SERVER, LOADED_ONCE, columnar_copy, tcp_password, vacuum_once
 from .spec import CITUS, COLUMNAR, CORES, DB
 
 if TYPE_CHECKING:
@@ -58,7 +56,7 @@ class CitusNodes:
     """The citus layout's servers: its coordinator (managed, or the user's) and its managed workers
     (none for a user's cluster: pg_dist_node lists its own)."""
     coordinator: Server
-    workers: list[Cluster] = field(default_factory=list)
+    workers: list[Server] = field(default_factory=list)   # managed: here, or on hosts (--place)
     user_workers: list[dict] = field(default_factory=list)   # a user's cluster's, from pg_dist_node
 
     @property
@@ -93,7 +91,8 @@ def start(env: StudyEnv, shape: Shape, settings: dict[str, str]) -> CitusNodes:
     if not coordinator.managed:
         with coordinator.connect_own() as conn:
             return CitusNodes(coordinator, user_workers=engine.workers_of(conn))
-    workers = [env.servers.cluster(f"citus_worker{k}", settings=preload, secret=coordinator.password)
+    # each here, or on its host (--place citus_worker=NAME or citus_workerK=NAME)
+    workers = [env.servers.server(f"citus_worker{k}", settings=preload, secret=coordinator.password)
                for k in range(1, shape.workers + 1)]
     for node in (coordinator, *workers):
         node.create_database(DB)
@@ -154,7 +153,7 @@ def load_tasks(nodes: CitusNodes, files: TpchFiles, shape: Shape) -> tuple[list[
                     for table in TABLES]
     if "foreign" in shape.storages:
         analyze += [Task("citus foreign shards", node.conninfo(DB), sql=replace_shard(nodes, shard, path),
-                         weight=sizes[shard["table"]] / max(1, shape.partitions))
+                         weight=sizes[shard["table"]] / max(1, shape.partitions), password=tcp_password(node))
                     for shard, node, path in foreign_shards(nodes)]
     return load, analyze
 
@@ -170,37 +169,36 @@ def placements(conn: psycopg.Connection, schemas) -> list[dict]:
     return [{"schema": a, "table": b, "shard": c, "min": d, "host": e, "port": f} for a, b, c, d, e, f in rows]
 
 
-def foreign_shards(nodes: CitusNodes) -> list[tuple[dict, Cluster, Path]]:
+def foreign_shards(nodes: CitusNodes) -> list[tuple[dict, Server, str]]:
     """Each placement of the foreign storage, with its regular twin's shard id ("source"), the
     managed node that holds both, and the file its rows go to."""
     with nodes.connect() as conn:
         found = placements(conn, [nodes.schema("regular"), nodes.schema("foreign")])
     twins = {(p["table"], p["min"], p["port"]): p["shard"] for p in found if p["schema"] == nodes.schema("regular")}
-    by_port = {n.port: n for n in (nodes.coordinator, *nodes.workers)}
+    by_node = {(n.tcp_host, n.port): n for n in (nodes.coordinator, *nodes.workers)}
+    directories: dict[str, str] = {}   # node -> where it writes its shards' files (COPY TO), on its own disk
     out = []
     for p in found:
         if p["schema"] != nodes.schema("foreign"):
             continue
-        node = by_port[p["port"]]
-        directory = node.root / "shards"
-        if not directory.exists():
-            directory.mkdir()
-            node.user.chown(directory)   # the server writes the files (COPY TO)
+        node = by_node[(p["host"], p["port"])]
+        if node.name not in directories:
+            directories[node.name] = node.writable_dir("shards")
         out.append(({**p, "source": twins[(p["table"], p["min"], p["port"])]}, node,
-                    directory / f"{p['table']}_{p['shard']}.tbl"))
+                    f"{directories[node.name]}/{p['table']}_{p['shard']}.tbl"))
     return out
 
 
-def replace_shard(nodes: CitusNodes, shard: dict, path: Path) -> tuple[str, ...]:
+def replace_shard(nodes: CitusNodes, shard: dict, path: str) -> tuple[str, ...]:
     """The statements that make one foreign shard: its twin's rows to a file, the table replaced."""
     regular, foreign = nodes.schema("regular"), nodes.schema("foreign")
     name = f"{foreign}.{shard['table']}_{shard['shard']}"
     return tuple([
         "SET citus.enable_manual_changes_to_shards = on",
-        f"COPY {regular}.{shard['table']}_{shard['source']} TO {sql.quote(str(path))} (FORMAT text, DELIMITER '|')",
+        f"COPY {regular}.{shard['table']}_{shard['source']} TO {sql.quote(path)} (FORMAT text, DELIMITER '|')",
         f"DROP TABLE {name}",
         f"CREATE FOREIGN TABLE {name} ({column_list(shard['table'])}) SERVER tpch_files "
-        f"OPTIONS (filename {sql.quote(str(path))}, format 'text', delimiter '|')",
+        f"OPTIONS (filename {sql.quote(path)}, format 'text', delimiter '|')",
         f"ANALYZE {name}"])
 
 
@@ -216,10 +214,16 @@ def facts(nodes: CitusNodes, shape: Shape) -> dict:
                       if shape.columnar else {}),
                    **({"foreign": SHARDS_HOW} if "foreign" in shape.storages else {})}
     if nodes.managed and "foreign" in shape.storages:
-        out["shard_files"] = [{"table": s["table"], "shard": s["shard"], "node": node.name, "path": str(path),
-                               "bytes": path.stat().st_size} for s, node, path in foreign_shards(nodes)]
+        out["shard_files"] = [{"table": s["table"], "shard": s["shard"], "node": node.name, "path": path,
+                               "bytes": file_size(node, path)} for s, node, path in foreign_shards(nodes)]
     out["facts_s"] = round(time.monotonic() - t0, 3)
     return out
+
+
+def file_size(node: Server, path: str) -> int:
+    """A file's size on the node's own disk (a placed worker's is on its host), read by the server."""
+    with node.connect(DB) as conn:
+        return conn.execute("SELECT size FROM pg_stat_file(%s)", (path,)).fetchone()[0]
 
 
 def file_sizes(facts: dict) -> dict[str, int]:

@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass, field
 
 from ...evidence import Watched
-from ...servers.cluster import Cluster
 from ...servers.topology import Server
 from ..base import StudyEnv
 from . import citus
@@ -19,7 +18,7 @@ from .spec import CITUS, DB, canonical, cluster_settings
 @dataclass
 class Nodes:
     main: Server | None = None                  # tpch: absent when the run measures the citus layout alone
-    fdw_workers: list[Cluster] = field(default_factory=list)
+    fdw_workers: list[Server] = field(default_factory=list)
     citus: citus.CitusNodes | None = None
 
     def server(self, layout: str) -> Server:
@@ -47,7 +46,8 @@ def start_servers(env: StudyEnv, shape: Shape) -> Nodes:
         nodes.main = env.servers.server("tpch", settings=settings)
         nodes.main.create_database(DB)
     if "postgres_fdw" in shape.layouts:
-        nodes.fdw_workers = [env.servers.cluster(f"worker{k}", settings=settings)
+        # each here, or on its host (--place worker=NAME or workerK=NAME)
+        nodes.fdw_workers = [env.servers.server(f"worker{k}", settings=settings)
                              for k in range(1, shape.partitions + 1)]
         for w in nodes.fdw_workers:
             w.create_database(DB)

@@ -110,11 +110,12 @@ def partitioned_ddl(files: TpchFiles, shape: Shape, bounds, table: str, by: str)
     return stmts
 
 
-def create_objects(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: Shape) -> None:
+def create_objects(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: Shape) -> dict[str, dict]:
     """Tables, file_fdw tables, columnar tables and postgres_fdw partitions of the stock layouts, on
     every instance. Each postgres_fdw instance holds its part as a regular table, over its part file
     and as a columnar table; the coordinator reaches it as partition k of that layout's lineitem and
-    orders."""
+    orders. Returns where each instance's file_fdw tables read their part files."""
+    read_at = {}
     bounds = files.partition_bounds(shape.partitions) if shape.needs_parts else []
     with main.connect(DB) as conn:
         for stmt in main_ddl(files, shape, bounds):
@@ -129,12 +130,15 @@ def create_objects(main: Cluster, workers: list[Cluster], files: TpchFiles, shap
     for k, w in enumerate(workers, 1):
         stmts = [*FILE_SERVER, *([COLUMNAR_AM] if shape.columnar else ()),
                  *(f"CREATE SCHEMA worker_{st}" for st in shape.storages)]
+        # its part files where it reads them: here, or shipped to its host (a placed worker)
+        parts = read_at[w.name] = w.server_paths({t: files.part_file(t, shape.partitions, k) for t in PARTITIONED})
         for table in PARTITIONED:
             stmts.append(f"CREATE TABLE worker_regular.{table} ({column_list(table)}) {LOADED_ONCE}")
-            stmts.append(file_table(f"worker_foreign.{table}", table, files.part_file(table, shape.partitions, k)))
+            stmts.append(file_table(f"worker_foreign.{table}", table, parts[table]))
             if shape.columnar:
                 stmts.append(f"CREATE TABLE worker_columnar.{table} ({column_list(table)}) USING columnar")
         w.execute(DB, *stmts)
+    return read_at
 
 
 # -- load and analyse -----------------------------------------------------------------------------
@@ -164,18 +168,24 @@ def load_tasks(main: Cluster, workers: list[Cluster], files: TpchFiles, shape: S
             load, analyze = load + partitioned_loads(ci, files, table, n, slice_bytes), analyze + \
                 partitioned_analyses(ci, shape, table, sizes[table])
         for k, w in enumerate(workers, 1):
-            wci = w.conninfo(DB)
+            wci, wpw = w.conninfo(DB), tcp_password(w)
             load += copy_tasks("postgres_fdw", wci, f"worker_regular.{table}", files.part_file(table, n, k),
-                               slice_bytes)
+                               slice_bytes, wpw)
             analyze.append(Task("postgres_fdw worker regular", wci, sql=vacuum_once(f"worker_regular.{table}"),
-                                weight=sizes[table] * 0.3 / n))
+                                weight=sizes[table] * 0.3 / n, password=wpw))
             analyze.append(Task("postgres_fdw worker foreign", wci, sql=f"ANALYZE worker_foreign.{table}",
-                                weight=sizes[table] / n))
+                                weight=sizes[table] / n, password=wpw))
             if shape.columnar:
-                analyze.append(Task("postgres_fdw worker columnar", wci, weight=sizes[table] / n,
+                analyze.append(Task("postgres_fdw worker columnar", wci, weight=sizes[table] / n, password=wpw,
                                     sql=columnar_copy(f"worker_columnar.{table}", f"worker_regular.{table}")))
     analyze += coordinator_analyses(main, shape, sizes, [st for st in shape.storages if st != COLUMNAR])
     return load, analyze
+
+
+def tcp_password(server) -> str | None:
+    """A worker on a host (--place) is reached over TCP only: its password, held in memory (never in
+    a conninfo); one here by its private socket."""
+    return None if "unix" in server.transports else server.password
 
 
 def partitioned_loads(ci: str, files: TpchFiles, table: str, n: int, slice_bytes: int) -> list[Task]:

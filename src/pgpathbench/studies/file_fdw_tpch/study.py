@@ -23,10 +23,12 @@ Here, four layouts, each on both storages (and Citus's columnar access method, w
   coordinator (else the parameterized remote scans use_remote_estimate offers re-scan a whole
   part per outer row: minutes for Q17 and Q21 at SF 0.1). postgres_fdw cannot push a partial
   aggregate down, and a local partial aggregate per partition would make the scans run one
-  after the other: partitionwise aggregate is off there.
+  after the other: partitionwise aggregate is off there. Its instances can run on other hosts
+  (--place worker=NAME or workerK=NAME: placed.py), their part files shipped there.
 - `citus`: a Citus coordinator and --workers worker nodes (citus.py): lineitem and orders
   distributed in N shards, the small tables reference tables; the seed's CitusDB column, on the
   engine (the coordinator merges what the shards' tasks computed, partial aggregates included).
+  Its workers can run on other hosts too (--place citus_worker=NAME or citus_workerK=NAME).
 
 A run with the citus layout or the columnar storage runs every managed server on the PostgreSQL
 build that has Citus (servers/citus.py: pgpathbench's own 15.20 tree here), so that its layouts
@@ -79,7 +81,7 @@ from ...servers.binaries import PgBinaries
 from ...servers.fdw import set_case_options
 from ...servers.paths import DIRECT, NetworkPath
 from ..base import Declared, Setup, StudyEnv, StudyOptions
-from . import checks, citus, report, spec, user_role
+from . import checks, citus, placed, report, spec, user_role
 from .loading import load_and_analyze  # noqa: F401 (bench/ imports)
 from .nodes import Nodes, start_servers
 from .objects import create_objects, load_tasks, worker_servers  # noqa: F401 (bench/ imports)
@@ -112,6 +114,7 @@ class FileFdwTpch(Declared):
 
     def check(self, options: StudyOptions, bins: PgBinaries) -> None:
         super().check(options, bins)
+        placed.check(options)                 # workers on hosts (--place)
         self.server_binaries(options, bins)   # Citus there, before anything is written
 
     def server_binaries(self, options: StudyOptions, bins: PgBinaries) -> PgBinaries:
@@ -128,7 +131,12 @@ class FileFdwTpch(Declared):
         return cross(self.name, self.dimensions, dims)
 
     def path(self, case: Case) -> NetworkPath | None:
-        return None   # the instance's unix socket; the other nodes are reached on loopback
+        return None   # the instance's unix socket; the other nodes on loopback, or at their hosts (--place)
+
+    def probe(self, env: StudyEnv) -> list[dict]:
+        """The FDW hop to each placed worker (placed.py), every round."""
+        workers = placed.placed_workers(env.options)
+        return placed.probes(env.state.nodes, workers) if workers and env.state is not None else []
 
     # -- servers and data -------------------------------------------------------------------
     def prepare(self, env: StudyEnv) -> Setup:
@@ -153,7 +161,10 @@ class FileFdwTpch(Declared):
                        "storages": list(shape.storages),
                        "queries": list(shape.queries), "cores": CORES, **generated()}
         if nodes.main is not None:
-            create_objects(nodes.main, nodes.fdw_workers, files, shape)
+            placed.check_room(nodes, files, shape)
+            read_at = create_objects(nodes.main, nodes.fdw_workers, files, shape)
+            if read_at:
+                facts["worker_files"] = read_at
         if nodes.citus is not None:
             citus.create_objects(nodes.citus, shape)
         facts.update(load_and_analyze(nodes, files, shape, env.log))
@@ -347,5 +358,6 @@ def settings_facts(shape: Shape, nodes: Nodes) -> dict:
     if not managed:   # the server's own settings are in its fingerprint
         facts["session"] = user_role.SESSION_SETTINGS
     if nodes.fdw_workers:
-        facts["postgres_fdw"] = {**POSTGRES_FDW_OPTIONS, "transport": "TCP 127.0.0.1, scram-sha-256"}
+        at = ", ".join(dict.fromkeys(w.tcp_host for w in nodes.fdw_workers))   # a placed worker's: its host's
+        facts["postgres_fdw"] = {**POSTGRES_FDW_OPTIONS, "transport": f"TCP {at}, scram-sha-256"}
     return facts
