@@ -4,8 +4,9 @@ anything is written, and kept with the run's options so that `run --resume` reac
 Built so far: fdw-overhead's and remote-sampling's `source` and `external` (both on hosts, or the
 source alone: the external's postgres_fdw here then reaches it over the LAN), and interfaces'
 `remote`. Every other role that issue 47 names is refused as not placeable yet. A placed role has
-the real link to its host: no emulated latency or bandwidth, no PgBouncer or TLS of ours in front
-of it (refused, naming the option).
+the real link to its host, and --latency adds its delay on top (a Toxiproxy where the path's client
+is: here, or on the client's host, host_proxy.py); no bandwidth limit, PgBouncer or TLS of ours in
+front of it (refused, naming the option).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ PLACEABLE = {"fdw-overhead": ("source", "external"), "interfaces": ("remote",),
              "remote-sampling": ("source", "external")}
 # The roles issue 47 will place, not built yet: refused as such (not as unknown).
 LATER = {"file-fdw-tpch": ("worker",)}
-# Dimensions whose values put something of ours (a proxy, a pooler, TLS) on a placed server's path.
-DIRECT_ONLY = {"latency": "0ms", "via": "direct", "fdw_via": "direct", "tls": "off"}
+# Dimensions whose values put something of ours (a pooler, TLS) on a placed server's path.
+DIRECT_ONLY = {"via": "direct", "fdw_via": "direct", "tls": "off"}
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,8 @@ def _check_role(role: str, study: str, roles: Mapping[str, Iterable[str]]) -> No
 
 
 def check_cases(placements: Placements, cases: Iterable[Mapping[str, str]], bandwidth: int | None) -> None:
-    """A placed role's path is the real one: refused when a case puts a link, pooler or TLS of ours there."""
+    """A placed role's path is the real one (plus --latency's delay): refused when a case puts a bandwidth
+    limit, pooler or TLS of ours there."""
     if not placements:
         return
     if bandwidth:
