@@ -1,4 +1,5 @@
-"""--latency on a placed path (issue 47): the emulated delay added on top of the real link, measured.
+"""The link to a placed server (issue 47): --latency's delay added on top of it, measured; its loss
+mid-measurement bounded.
 
 The benchmark client here to interfaces' remote on host b: the Toxiproxy here reaches b. fdw-overhead's
 external on b to its source on a: the delay is added on b, by this machine's toxiproxy-server shipped
@@ -6,11 +7,17 @@ there (checksum checked), run as the servers' account on b's loopback, its API r
 path's round trips probed from b (dblink through that proxy). Each asserts that the 5 ms path's probed
 round trip exceeds the same run's 0 ms one by 4 ms or more (a functional check of the delay); nothing of
 ours is left on a host after the run, and after a SIGKILL `clean` stops the proxy there.
+
+A network lost mid-measurement (host a's port of the LAN's bridge down, sshd and servers still up
+there): the run ends within LOST_BOUND_S of it, far from the measurement's --duration and from the
+FDW hop's own hang (139 s once), in one line naming the host, non-zero, nothing of it left here;
+`--resume` with the link back measures the rest.
 """
 
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -28,6 +35,7 @@ pytestmark = [pytest.mark.integration,
                                  reason="network namespaces need root and ip; links need toxiproxy-server")]
 
 DELAY_MS, AT_LEAST_MS = 5, 4
+LOST_DURATION_S, LOST_BOUND_S = 30, 20
 
 
 @pytest.fixture(scope="module")
@@ -117,4 +125,52 @@ def test_sigkill_leaves_the_proxy_on_the_host_to_clean(hosts, workspace_root):
     assert res.returncode == 0, res.stdout + res.stderr
     assert any(f"proxy {pid}" in res.stdout for pid in found), res.stdout
     assert not proxies_on(hosts["b"])
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"]) and HostLedger(ws).entries() == []
+
+
+def ours_here(ws: Path, hosts) -> list[str]:
+    """Processes here naming the run's workspace or a host's address (its CLI, servers, ssh, proxy,
+    pgbench), not the hosts' own (one pid namespace), nor the results database's (kept between runs)."""
+    theirs = {pid for h in hosts.hosts.values() for pid in h.pids()}
+    return [cmd for pid, cmd in cmdlines().items() if pid not in theirs and "store.keeper" not in cmd
+            and f"{ws}/results/" not in cmd
+            and (str(ws) in cmd or any(f"{h.address} " in cmd for h in hosts.hosts.values()))]
+
+
+def bridge_port(hosts, name: str, state: str) -> None:
+    """Host `name`'s port of the LAN's bridge up or down: its cable, at the switch."""
+    host = hosts[name].lan
+    subprocess.run(["ip", "-n", host.netns.rsplit("-", 1)[0] + "-lan", "link", "set", f"{host.interface}p", state],
+                   check=True)
+
+
+def test_a_network_lost_mid_measurement_ends_the_run_naming_the_host_and_resume_measures_the_rest(
+        hosts, workspace_root):
+    ws = known(hosts, workspace_root / "link-lost")
+    proc = spawn_pgpathbench(*place_args(hosts, LOGIN), "--repeat", "1", "--duration", str(LOST_DURATION_S),
+                             workspace=ws)
+    deadline = time.monotonic() + 120
+    while not [c for c in ours_here(ws, hosts) if "pgbench" in c and f"-T {LOST_DURATION_S}" in c]:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(2)   # measuring, through the FDW hop from b to a
+    bridge_port(hosts, "a", "down")
+    try:
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=LOST_DURATION_S + 150)
+        ended_s = time.monotonic() - t0
+        left = ours_here(ws, hosts)
+    finally:
+        bridge_port(hosts, "a", "up")
+    print(f"the run ended {ended_s:.1f} s after host a's link went down (measurement: {LOST_DURATION_S} s)")
+    assert proc.returncode == 1, err
+    assert ended_s < LOST_BOUND_S, (ended_s, err)
+    stopped = [line for line in err.splitlines() if line.startswith("pgpathbench: ")]
+    assert len(stopped) == 1 and "host a (" in stopped[0] and " lost" in stopped[0], err
+    assert not left, left
+    res = pgpathbench("run", "--resume", "latest", workspace=ws, timeout=300)
+    assert res.returncode == 0, res.stderr
+    (measured,) = report_json(ws)["measurements"]   # measured again: the failed attempt kept as its error
+    assert measured["ok"] and measured["attempts"] == 2, measured
+    assert "host a (" in measured["previous_errors"][0]["error"], measured["previous_errors"]
     assert not ours_on(hosts["a"]) and not ours_on(hosts["b"]) and HostLedger(ws).entries() == []
