@@ -49,6 +49,7 @@ from .store import ResultsStore
 from .studies import get as get_study
 from .results.convergence import MIN_ROUNDS, plan_round
 from .studies.base import StudyEnv, evidence_on, until_ci
+from .tools import spawn
 from .workspace import Workspace
 
 
@@ -354,8 +355,9 @@ class Runner:
         """One measurement, committed at once. A server that died during it fails it, and the run."""
         started_at, t0 = datetime.now(timezone.utc), time.perf_counter()
         taken = Taken()
-        try:
-            metrics, error = take_measurement(study, env, case, taken), None
+        try:   # a placed host lost meanwhile kills the measured program: the run stops below, naming it
+            with servers.placed.watching(spawn.abort_running):
+                metrics, error = take_measurement(study, env, case, taken), None
         except CaseError as e:
             metrics, error = None, str(e)
         except Exception as e:

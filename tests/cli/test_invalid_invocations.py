@@ -324,7 +324,6 @@ OTHER_CASES = [
     ([*FDW, "--place", "nosuch=a", *HOST_A], "--place: no role nosuch in fdw-overhead; its roles: source"),
     ([*FDW, "--place", "remote=a", *HOST_A], "--place: remote is a role of interfaces, not of fdw-overhead"),
     ([*INTERFACES, "--place", "local=a", *HOST_A], "--place: local is not a managed server of interfaces that can"),
-    ([*INTERFACES, "--place", "remote=a", *HOST_A, "--latency", "0ms,2ms"], "--latency: 2ms cannot apply"),
     ([*TPCH, "--place", "worker=a", *HOST_A], "--place worker=a: places the postgres_fdw layout's workers, and the "
      "run measures no postgres_fdw layout; add postgres_fdw to --layout"),
     ([*TPCH, "--place", "citus_worker=a", *HOST_A], "--place citus_worker=a: places the citus layout's workers, and "
@@ -349,14 +348,13 @@ OTHER_CASES = [
     ([*TPCH, "--layout", "postgres_fdw", "--place", "worker1=a", *HOST_A, "--host", "b=ssh://u@h2"],
      "--host b: a run uses hosts only for --place"),
     ([*SAMPLING, "--place", "external=a", *HOST_A], "--place: a placed external reaches the source over the"),
-    ([*SAMPLING, "--place", "source=a", *HOST_A, "--latency", "0ms,2ms"], "--latency: 2ms cannot apply"),
     ([*SAMPLING, "--place", "source=a", *HOST_A, "--bandwidth", "1gbit"], "--bandwidth: a placed server's path"),
+    ([*INTERFACES, "--place", "remote=a", *HOST_A, "--latency", "0ms,2ms", "--bandwidth", "1gbit"],
+     "--bandwidth: a placed server's path"),   # --latency alone applies (the delay on top of the real link)
     ([*SAMPLING, "--place", "source=a", *HOST_A, "--tls", "on"], "--tls: on cannot apply to a placed server"),
     ([*FDW, "--place", "source=a", *HOST_A, "--server", f"source={DSN}"], "--place: source is also given by --server"),
     ([*FDW, "--place", "external=a", *HOST_A], "--place: a placed external reaches the source over the network"),
     ([*FDW, "--place", "source=a", *HOST_A, "--host", "b=ssh://u@h2"], "--host b: a run uses hosts only for --place"),
-    ([*FDW, "--place", "source=a", *HOST_A, "--target", "fdw_external", "--latency", "0ms,2ms"],
-     "--latency: 2ms cannot apply to a placed server"),
     ([*FDW, "--place", "source=a", *HOST_A, "--target", "fdw_external", "--bandwidth", "1mbit"],
      "--bandwidth: a placed server's path is the real link"),
     ([*FDW, "--place", "source=a", *HOST_A, "--target", "fdw_external", "--fdw-via", "pgbouncer"],

@@ -91,7 +91,8 @@ class Sampler:
         self._thread.join(STOP_TIMEOUT_S)
         if self._thread.is_alive() and self._conn is not None:
             try:
-                self._conn.cancel()  # a sample stuck on a slow server
+                # a sample stuck on a slow server; bounded: a server whose network is lost never answers
+                self._conn.cancel_safe(timeout=STOP_TIMEOUT_S)
             except Exception:
                 pass
             self._thread.join(STOP_TIMEOUT_S)

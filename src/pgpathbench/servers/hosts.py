@@ -9,7 +9,11 @@ records it in the workspace's file only (accept-new: a changed key is still refu
 One multiplexed connection per host (ControlMaster, ControlPersist off): a master `ssh -M -N` we
 keep as a child and close at the end; every command goes over it. The master gets SIGTERM when we
 die however we die (PR_SET_PDEATHSIG, procs.die_with_parent): a killed process's connection ends
-with it, as its other children do. Its control socket lies in a scratch directory of this process
+with it, as its other children do. The master asks sshd every ALIVE_S seconds whether it is there
+(ServerAliveInterval) and ends after ALIVE_COUNT unanswered asks: a network lost to a host shows
+as its master's end within about ALIVE_S * (ALIVE_COUNT + 1) s, which `watched` turns into a call
+while a measurement runs; a command over an ended master fails at once, as ssh's own failure (255),
+rather than opening a connection of its own. Its control socket lies in a scratch directory of this process
 (scratch.py: named after our pid, and short, since a socket's path has at most 108 bytes), which
 `clean` sweeps when the process is gone. Scripts go to the host on ssh's stdin, so that nothing
 we send (a password later) is on a command line, here or there.
@@ -17,6 +21,7 @@ we send (a password later) is on a command line, here or there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -24,10 +29,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, Iterable, Mapping, Sequence
+from typing import IO, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .. import scratch
 from ..errors import UserError
@@ -39,6 +45,8 @@ ADDRESS = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?|\[[0-9A-F
 ALIAS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 CONNECT_TIMEOUT_S = 10
 OPEN_TIMEOUT_S = 30
+ALIVE_S, ALIVE_COUNT = 2, 3   # a host silent for about 8 s is lost (a busy sshd answers in well under 2 s)
+WATCH_S = 0.5                 # how often `watched` looks at the masters
 KNOWN_HOSTS = "known_hosts"
 FORM = "NAME=ssh://USER@ADDRESS[:PORT] or NAME=ALIAS (of ~/.ssh/config)"
 
@@ -128,7 +136,8 @@ class SshSettings:
                 "-o", "StrictHostKeyChecking=" + ("accept-new" if name in self.accept else "yes"),
                 # the first file is where accept-new writes: ours, never the user's
                 "-o", f"UserKnownHostsFile={ours} ~/.ssh/known_hosts ~/.ssh/known_hosts2",
-                "-o", "ControlPersist=no", "-o", "ServerAliveInterval=15"]
+                "-o", "ControlPersist=no", "-o", f"ServerAliveInterval={ALIVE_S}",
+                "-o", f"ServerAliveCountMax={ALIVE_COUNT}"]
         if self.identity is not None:
             opts += ["-i", str(self.identity), "-o", "IdentitiesOnly=yes"]
         return opts
@@ -175,9 +184,21 @@ class Connection:
         return subprocess.run(["ssh", "-S", str(self.control_path), "-O", command, "--", self.spec.destination],
                               capture_output=True, text=True, timeout=30)
 
+    @property
+    def lost(self) -> bool:
+        """Whether the master has ended (sshd unanswered ALIVE_COUNT times, or the host closed it)."""
+        return self.master is not None and self.master.poll() is not None
+
+    def _ended(self, args: list[str]) -> subprocess.CompletedProcess:
+        said = [line.strip() for line in self._log.read_text(errors="replace").splitlines() if line.strip()]
+        why = said[-1] if said else f"exit {self.master.returncode}"
+        return subprocess.CompletedProcess(args, 255, "", f"the SSH connection ended ({why})")
+
     def run(self, script: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """A POSIX sh script on the host, given on ssh's stdin: nothing of it on a command line
         there or here."""
+        if self.lost:
+            return self._ended(["sh", "-s"])
         return subprocess.run(["ssh", *self.settings.options(self.spec.name), "-S", str(self.control_path),
                                "-o", "ControlMaster=no", "--", self.spec.destination, "sh -s"],
                               input=script, capture_output=True, text=True, timeout=timeout)
@@ -191,6 +212,8 @@ class Connection:
                ) -> subprocess.CompletedProcess:
         """send() of data too large to hold: `write` writes it to the command's stdin as it goes (its
         output kept in files meanwhile, so that neither side waits on a full pipe)."""
+        if self.lost:
+            return self._ended([command])
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(["ssh", *self.settings.options(self.spec.name), "-S", str(self.control_path),
                                      "-o", "ControlMaster=no", "--", self.spec.destination, command],
@@ -270,6 +293,30 @@ class Hosts:
                 entry.unlink(missing_ok=True)
             self.control_dir.rmdir()
             self.control_dir = None
+
+
+@contextlib.contextmanager
+def watched(connections: Iterable[Connection], on_lost: Callable[[Connection], None]) -> Iterator[None]:
+    """While the block runs, on_lost(connection) is called (from a thread) once for each connection
+    whose master ends: a host lost, its link down or its sshd gone."""
+    pending, stop = [c for c in connections if c.master is not None], threading.Event()
+    if not pending:   # no host: no thread
+        yield
+        return
+
+    def look() -> None:
+        while pending and not stop.wait(WATCH_S):
+            for connection in [c for c in pending if c.lost]:
+                pending.remove(connection)
+                on_lost(connection)
+
+    thread = threading.Thread(target=look, name="hosts-watched", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def refusal(spec: HostSpec, stderr: str, settings: SshSettings) -> str:

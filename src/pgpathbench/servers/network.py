@@ -312,7 +312,12 @@ def time_statement(conn: psycopg.Connection, statement: str, n: int, warmup: int
             cur.fetchone()
             if i >= warmup:
                 times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
+    return rtt_summary(times)
+
+
+def rtt_summary(times_ms: list[float]) -> dict:
+    """Round trips in ms -> median, p95, min and their number (as probes are stored)."""
+    times, n = sorted(times_ms), len(times_ms)
     return {"median_ms": statistics.median(times), "p95_ms": times[min(n - 1, round(0.95 * (n - 1)))],
             "min_ms": times[0], "n": n}
 

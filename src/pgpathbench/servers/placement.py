@@ -7,8 +7,9 @@ source alone: the external's postgres_fdw here then reaches it over the LAN), in
 for every one of them, `workerK=NAME` for worker K alone (one form or the other in a run), and the
 citus layout's `citus_worker` and `citus_workerK` alike (a host running Citus of the coordinator's
 version, or one this machine's PostgreSQL 15 with Citus can be shipped to). A placed role has
-the real link to its host: no emulated latency or bandwidth, no PgBouncer or TLS of ours in front
-of it (refused, naming the option).
+the real link to its host, and --latency adds its delay on top (a Toxiproxy where the path's client
+is: here, or on the client's host, host_proxy.py); no bandwidth limit, PgBouncer or TLS of ours in
+front of it (refused, naming the option).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ LATER: dict[str, tuple[str, ...]] = {}
 NUMBERED = {"file-fdw-tpch": ("worker", "citus_worker")}
 MAX_NUMBER = 16
 CITUS_WORKER = "citus_worker"   # a Citus node: the host runs Citus too
-# Dimensions whose values put something of ours (a proxy, a pooler, TLS) on a placed server's path.
-DIRECT_ONLY = {"latency": "0ms", "via": "direct", "fdw_via": "direct", "tls": "off"}
+# Dimensions whose values put something of ours (a pooler, TLS) on a placed server's path.
+DIRECT_ONLY = {"via": "direct", "fdw_via": "direct", "tls": "off"}
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,8 @@ def _check_role(role: str, study: str, roles: Mapping[str, Iterable[str]]) -> No
 
 
 def check_cases(placements: Placements, cases: Iterable[Mapping[str, str]], bandwidth: int | None) -> None:
-    """A placed role's path is the real one: refused when a case puts a link, pooler or TLS of ours there."""
+    """A placed role's path is the real one (plus --latency's delay): refused when a case puts a bandwidth
+    limit, pooler or TLS of ours there."""
     if not placements:
         return
     if bandwidth:

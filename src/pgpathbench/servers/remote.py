@@ -44,10 +44,14 @@ from .binaries import fetched, host_bundle
 from .cluster import SUPERUSER, TCP_AUTH, Statements, fingerprint_of
 from .host_facts import FACTS_SCRIPT, HostFacts, citus_refusal, citus_text
 from .host_ledger import HostLedger
-from .hosts import Connection
+from .hosts import Connection, watched
 from .placement import host_of
 
 RUNS_DIR = "runs"
+# Our connections to a placed server, and its FDW hop's: a network lost under one fails it within
+# about 15 s (keepalives unanswered while it waits, or data unacknowledged), not the kernel's minutes.
+KEEPALIVES = {"connect_timeout": "10", "keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2",
+              "keepalives_count": "3", "tcp_user_timeout": "15000"}
 PORTS = (20000, 60000)    # where a free port is tried on the host
 START_TRIES = 5
 SHIP_TIMEOUT_S = 3600    # a file_fdw server's files: GBs at the larger scales
@@ -342,14 +346,16 @@ class RemoteCluster(Statements):
         return link.host, link.port
 
     def fdw_target(self, name: str) -> tuple[dict[str, str], str, str | None]:
-        return {"dbname": name}, SUPERUSER, self.password
+        return {"dbname": name, **KEEPALIVES}, SUPERUSER, self.password
 
     def conninfo(self, dbname: str = "postgres", transport: str = "tcp") -> str:
         return f"host={self.tcp_host} port={self.port} user={SUPERUSER} dbname={dbname}"
 
     def connect(self, dbname: str = "postgres", **kw) -> psycopg.Connection:
+        if self.host.connection.lost:   # not connect_timeout's 10 s per try over a network already lost
+            raise psycopg.OperationalError(f"host {self.host.name} lost: its SSH connection ended")
         return psycopg.connect(self.conninfo(dbname), autocommit=True, password=self.password,
-                               connect_timeout=10, **kw)
+                               **{**KEEPALIVES, **kw})
 
     def watched(self, role: str, *databases: str) -> Watched:
         # Its CPU is read on its host, over the run's connection (evidence/host_cpu.py).
@@ -407,6 +413,10 @@ class PlacedServers:
             except (HostLost, UserError) as e:
                 found += [f"{c} ({e})" for c, cluster in self.clusters.items() if cluster.host is place]
         return found
+
+    def watching(self, on_lost):
+        """A context in which on_lost() is called (from a thread) when a host's connection ends."""
+        return watched([place.connection for place in self.places.values()], lambda connection: on_lost())
 
     def clear(self) -> tuple[list[str], list[str]]:
         """What a killed session of this run left on its hosts (their ledgers'): (done, unreached)."""

@@ -4,8 +4,9 @@ Each is a template: `render` fills its {placeholders} shell-quoted, so that no v
 shell. The host's ledger (LEDGER in the run's directory there) has one line per thing made, written
 before it is made where it can be: `dir PATH` (a directory we created, outermost first), `user NAME`
 (an account we created), `server DATADIR`, `pid PID DATADIR` (a postmaster started), `files DIR`
-(files shipped for a server to read, inside the run's directory). CLEANUP reads
-it alone: what `clean` removes after a SIGKILL here is what the host's ledger says.
+(files shipped for a server to read, inside the run's directory), `proxy DIR` (a Toxiproxy shipped
+there, host_proxy.py: its process is DIR/toxiproxy-server with DIR/config.json). CLEANUP reads it
+alone: what `clean` removes after a SIGKILL here is what the host's ledger says.
 """
 
 from __future__ import annotations
@@ -98,6 +99,58 @@ STOP = r"""
 
 RELOAD = "{as_account} {bindir}/pg_ctl -D {data} reload > /dev/null"
 
+# The processes of a proxy shipped to the host (its binary, with the config file only it names; a
+# runuser above it ends with it): SIGTERM, then SIGKILL after 5 s. A function, for STOP_PROXY and CLEANUP.
+KILL_PROXY = r"""
+kill_proxy() {{
+  for p in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
+    case "$cmd" in "$1/toxiproxy-server "*"$1/config.json"*) ;; *) continue ;; esac
+    pid=${{p#/proc/}}
+    kill -TERM "$pid" 2>/dev/null || continue
+    i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+    kill -KILL "$pid" 2>/dev/null && echo "killed proxy $pid" || echo "stopped proxy $pid"
+  done
+}}
+"""
+
+# A proxy's directory and binary, recorded in the ledger first; the binary comes on ssh's stdin (a
+# command: on the host's command line, so paths only); prints its SHA-256 as the host computes it.
+SHIP_PROXY = ("set -e; umask 022; echo proxy {dir} >> {ledger}; mkdir -p {dir}; cat > {dir}/toxiproxy-server; "
+              "chmod 755 {dir}/toxiproxy-server; sha256sum {dir}/toxiproxy-server")
+
+# Started as the servers' account on the host's loopback, detached from ssh's session (setsid, no
+# terminal, its output to its log); its API answers, or the log says why not.
+START_PROXY = r"""
+set -e
+dir={dir}
+command -v curl > /dev/null || {{ echo "no curl there, which reaches the proxy's API; install curl" >&2; exit 3; }}
+umask 077
+echo '[]' > "$dir/config.json"
+: > "$dir/proxy.log"
+{chown} "$dir/config.json" "$dir/proxy.log"
+cd "$dir"
+{as_account} env LOG_LEVEL=warn setsid "$dir/toxiproxy-server" -host 127.0.0.1 -port {port} \
+  -config "$dir/config.json" < /dev/null >> "$dir/proxy.log" 2>&1 &
+i=0
+until curl -sf "http://127.0.0.1:{port}/version" > /dev/null 2>&1; do
+  if grep -q "address already in use" "$dir/proxy.log"; then echo "port in use" >&2; exit 4; fi
+  i=$((i+1)); [ $i -lt 100 ] || {{ tail -n 5 "$dir/proxy.log" >&2; exit 3; }}
+  sleep 0.1
+done
+"""
+
+STOP_PROXY = KILL_PROXY + "kill_proxy {dir}\n"
+
+# One call of the proxy's HTTP API, on the host's loopback; the body (JSON, ours) on curl's stdin.
+# Prints the answer, then its HTTP status on a line of its own.
+PROXY_API = r"""
+curl -sS -X {method} -H 'Content-Type: application/json' --data-binary @- -w '\n%{{http_code}}' \
+  "http://127.0.0.1:{port}{path}" <<'PGPB_BODY_END'
+{body}
+PGPB_BODY_END
+"""
+
 # Everything the host's ledger lists: each postmaster still running in its data directory (its
 # cwd) gets an immediate shutdown, then SIGKILL; the run's directory goes, then the directories we
 # created above it when empty, then an account we created when no other run of ours is there.
@@ -105,6 +158,8 @@ CLEANUP = r"""
 run={run}
 led="$run/ledger"
 [ -f "$led" ] || {{ echo "nothing"; exit 0; }}
+""" + KILL_PROXY + r"""
+for d in $(sed -n 's/^proxy //p' "$led"); do kill_proxy "$d"; done
 for data in $(sed -n 's/^server //p' "$led"); do
   pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null) || continue
   [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$data" ] || continue

@@ -25,6 +25,7 @@ from .cluster import TCP_AUTH, Cluster, socket_dir
 from .postmaster import postmaster_pid, release_ipc, stop_pid
 from .netns import create_netns, remove_netns_links
 from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds, find_toxiproxy, measure_rtt
+from .host_proxy import HostLinks
 from .ledger import Ledger
 from .paths import NetworkPath
 from .remote import PlacedServers, RemoteCluster
@@ -57,6 +58,7 @@ class Servers:
         self.poolers: dict[str, Pooler] = {}      # name -> a PgBouncer in front of a cluster of ours
         self.links: dict[str, tuple[Link, str, Path]] = {}   # name -> (link, conninfo through it, passfile)
         self._proxy: ToxiproxyServer | None = None
+        self.host_links = HostLinks()             # links whose client is a placed server: on its host
         self.run_tag = run_id.rsplit("-", 1)[-1][:4]
         self.log = log
         self.run_id = run_id
@@ -129,12 +131,16 @@ class Servers:
                  + (f", tbf {bandwidth_kbit} kbit/s" if bandwidth_kbit else "") + ")")
         return rec
 
-    def link(self, name: str, cluster: Cluster, latency_ms: int = 0, bandwidth_kbit: int | None = None) -> Link:
+    def link(self, name: str, cluster: Cluster, latency_ms: int = 0, bandwidth_kbit: int | None = None,
+             client: Server | None = None) -> Link:
         """A path to `cluster`'s TCP port: direct on loopback, or through an emulated link.
 
         Links go through a private Toxiproxy (latency, bandwidth); a link of 0 ms and no
         bandwidth limit is the direct loopback path, still probed for its round-trip time.
+        A client placed on a host (client) has its links there (host_proxy.py).
         """
+        if isinstance(client, RemoteCluster):
+            return self.host_links.link(name, client, cluster, latency_ms)
         if name in self.links:
             return self.links[name][0]
         host, over = cluster.tcp_host, "veth" if cluster.netns else getattr(cluster, "network", "loopback")
@@ -158,7 +164,7 @@ class Servers:
     def probe_links(self) -> list[dict]:
         """The median round trip of SELECT 1 through every link, now."""
         return [{"link": name, **measure_rtt(conninfo, PROBE_ROUND_TRIPS, passfile)}
-                for name, (_, conninfo, passfile) in self.links.items()]
+                for name, (_, conninfo, passfile) in self.links.items()] + self.host_links.probe(PROBE_ROUND_TRIPS)
 
     def fingerprint(self) -> dict:
         managed = {name: c.fingerprint() for name, c in (*self.clusters.items(), *self.placed.clusters.items())
@@ -167,7 +173,8 @@ class Servers:
         return {**managed, **poolers, **{f"user_{role}": u.fingerprint() for role, u in self.user_servers.items()}}
 
     def link_fingerprint(self) -> dict:
-        return {name: link.describe() for name, (link, *_) in self.links.items()}
+        return {**{name: link.describe() for name, (link, *_) in self.links.items()},
+                **{name: link.describe() for name, link in self.host_links.links.items()}}
 
     def dead(self, wait_s: float = 0.0) -> list[str]:
         """The clusters of this run whose server has died (not stopped by us), or whose host is lost: 'name (how)'.
@@ -186,12 +193,13 @@ class Servers:
     def check_links(self) -> list[str]:
         """What differs between each proxy's toxics and what we set: another local user can
         reach Toxiproxy's API (127.0.0.1, no authentication) and change a run's latency."""
+        on_hosts = self.host_links.verify()
         if self._proxy is None:
-            return []
+            return on_hosts
         try:
-            return self._proxy.verify()
+            return self._proxy.verify() + on_hosts
         except (OSError, ToxiproxyError) as e:
-            return [f"Toxiproxy does not answer ({e})"]
+            return [f"Toxiproxy does not answer ({e})"] + on_hosts
 
     def clear_leftovers(self) -> list[str]:
         """Remove what a killed session of this run left: servers, proxy, namespaces, files."""
@@ -221,6 +229,7 @@ class Servers:
             self._proxy.close()
             (self.root / PROXY_PID_FILE).unlink(missing_ok=True)
         try:
+            self.host_links.close(self.log)
             self._drop_user_objects()
             self._close_clusters()
             self.placed.close(self.keep)
@@ -369,10 +378,12 @@ class ServerScope:
     def link_name(self, name: str) -> str:
         return self.prefix + name
 
-    def path(self, path: NetworkPath, cluster: Cluster, bandwidth_kbit: int | None = None) -> Link:
-        """The link for `path` to `cluster`'s TCP port, named by the path's id (probed every round)."""
+    def path(self, path: NetworkPath, cluster: Cluster, bandwidth_kbit: int | None = None,
+             client: Server | None = None) -> Link:
+        """The link for `path` to `cluster`'s TCP port, named by the path's id (probed every round);
+        client: the server at its other end when that is not this machine (a placed one's host)."""
         assert self.prefix == f"pg{path.major}_", "a path of another major than this scope's"
-        return self.servers.link(path.id, cluster, path.latency_ms, bandwidth_kbit)
+        return self.servers.link(path.id, cluster, path.latency_ms, bandwidth_kbit, client)
 
     @property
     def workspace(self) -> Workspace:

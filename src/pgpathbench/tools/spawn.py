@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..clientenv import child_env
 from ..errors import UserError
@@ -27,6 +27,8 @@ from ..procs import die_with_parent
 
 REPO = Path(__file__).resolve().parents[3]
 MEASURE = REPO / ".tools" / "clients" / "pgpb_measure"
+# The sessions of the programs being measured now (pid -> its kill): abort_running() ends them.
+_running: dict[int, Callable[[], None]] = {}
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
     watchdog = threading.Timer(timeout, kill)
     watchdog.daemon = True
     watchdog.start()
+    _running[proc.pid] = kill
     try:
         out, err, report = _read_all([proc.stdout.fileno() if proc.stdout else None, proc.stderr.fileno(),
                                       report_r])
@@ -87,6 +90,7 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
         _reap(proc)
         raise
     finally:
+        _running.pop(proc.pid, None)
         watchdog.cancel()
         for f in (proc.stdout, proc.stderr):
             if f is not None:
@@ -103,6 +107,13 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
     returncode = os.waitstatus_to_exitcode(int(fields[0]))
     return Measured(tuple(args), returncode, out.decode(errors="replace"), text, wall, float(fields[2]),
                     float(fields[3]), int(fields[1]), timed_out.is_set())
+
+
+def abort_running() -> None:
+    """Every program being measured killed with its session, as at its timeout (from another thread:
+    a host lost under the measurement, servers/hosts.watched); each returns as timed out."""
+    for kill in list(_running.values()):
+        kill()
 
 
 def _kill_session(pid: int) -> None:

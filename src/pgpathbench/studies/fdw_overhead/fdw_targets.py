@@ -21,8 +21,9 @@ def targets(env: StudyEnv, source: Server, external: Server | None, isolation: s
     a database per target and link, and per pool mode of a pooler on the FDW hop (--fdw-via)."""
     bandwidth = env.options.params.get("bandwidth")
     targets = {("local", DIRECT, "direct"): (source, "source")}
-    # fdw_local's path to the source is the direct loopback one: probed like every link.
-    env.servers.path(NetworkPath(env.major, SOURCE_ROLE, DIRECT), source)
+    # fdw_local's path to the source is the direct loopback one: probed like every link (from the
+    # external's host when it is placed: the path the FDW hop of a 0 ms case takes).
+    env.servers.path(NetworkPath(env.major, SOURCE_ROLE, DIRECT), source, client=external)
     for target in env.options.dims["target"]:
         if target == "fdw_local":
             # Inside the source's own network stack: loopback, whatever stack that is.
@@ -32,7 +33,7 @@ def targets(env: StudyEnv, source: Server, external: Server | None, isolation: s
         elif target in REMOTE_TARGETS:
             base = {"fdw_external": "external", "fdw_external_ro": "external_ro"}[target]
             for latency in env.options.dims["latency"]:
-                link = env.servers.path(NetworkPath(env.major, SOURCE_ROLE, latency), source, bandwidth)
+                link = env.servers.path(NetworkPath(env.major, SOURCE_ROLE, latency), source, bandwidth, external)
                 db = base if latency == DIRECT else f"{base}_{latency}"
                 foreign_tables(external, db, source.reached_at(link), source, isolation,
                                 readonly=target == "fdw_external_ro", tables=tables)

@@ -169,7 +169,7 @@ class RemoteSampling(Declared):
         dbs = {}
         for latency in env.options.dims["latency"]:
             link = env.servers.path(NetworkPath(env.major, "source", latency), source,
-                                    env.options.params.get("bandwidth"))
+                                    env.options.params.get("bandwidth"), external)
             dbs[latency] = f"sampling_{latency}"
             external.create_database(dbs[latency])
             with external.connect(dbs[latency]) as conn:
