@@ -14,6 +14,18 @@ of there shows. The mounts live as long as the namespace's processes: ending the
 every pid of the network namespace) unmounts everything; then the LAN goes.
 
 Logins are by a key the suite generates (ed25519, in the suite's tmp): as LOGIN, or as root.
+
+    SshHosts(tmp_path, ("a", "b"), jumps={"b": "a"})
+
+makes b reachable over SSH only through a (a ProxyJump): b's sshd lets in logins from a's address
+only (AllowUsers USER@ADDRESS: a direct login from here is refused as "Permission denied"), and
+a's sshd forwards TCP to b's sshd and nowhere else (PermitOpen); a's sshd listens on JUMP_PORT
+too. There is no iptables or nft on this machine, so b's other ports (its PostgreSQL's) stay
+reachable from here. b also has a hidden address (on its loopback, its LAN end answering ARP for
+its own address only: arp_ignore=1 in b's namespace) that a routes to through b and this machine
+cannot reach at all ("No route to host"): a host whose sshd and ports only its jump host reaches.
+(This machine's default route leads to something that accepts any TCP connection: an address
+off the LAN would look reachable.)
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ LOGIN = "pgpbhost"
 LOGIN_UID = 61047          # only in the hosts' own /etc/passwd
 SSHD = "/usr/sbin/sshd"
 PORT = 22
+JUMP_PORT = 2222           # a jump host's sshd listens here too (an ssh_config Port)
 START_S = 10.0
 
 
@@ -51,6 +64,11 @@ class SshHost:
     def address(self) -> str:
         return self.lan.address
 
+    @property
+    def hidden_address(self) -> str:
+        """Its address that only its jump host reaches (a host made with jumps only)."""
+        return _hidden(self.lan)
+
     def url(self, user: str = LOGIN) -> str:
         return f"ssh://{user}@{self.address}:{PORT}"
 
@@ -64,13 +82,18 @@ class SshHost:
         sub = {"/home": "home", "/var/lib": "varlib"}[inside]
         return sorted((self.dir / sub).rglob("*"))
 
+    def ours(self) -> list[Path]:
+        """What of pgpathbench lies on the host: its workspaces (a login's and root's)."""
+        return [p for p in self.files("/home") + self.files("/var/lib") if "pgpathbench" in str(p)]
+
 
 class SshHosts:
     """A LAN of hosts, each running its own sshd; a context manager that leaves nothing behind."""
 
-    def __init__(self, root: Path, names: tuple[str, ...] = ("a",)):
+    def __init__(self, root: Path, names: tuple[str, ...] = ("a",), jumps: dict[str, str] | None = None):
         self.root = Path(root)
         self.lan = Lan(self.root / "lan", names)
+        self.jumps = dict(jumps or {})    # host -> the host its logins must come through
         self.hosts: dict[str, SshHost] = {}
         self.daemons: list[subprocess.Popen] = []
 
@@ -80,6 +103,8 @@ class SshHosts:
     def __enter__(self) -> "SshHosts":
         try:
             self.lan.start()
+            for host, jump in self.jumps.items():
+                self._hide(self.lan.hosts[host], self.lan.hosts[jump])
             identity = _keygen(self.root / "client_key", "pgpb test client")
             for name, lan_host in self.lan.hosts.items():
                 self.hosts[name] = self._start(lan_host, identity)
@@ -94,7 +119,7 @@ class SshHosts:
     def _start(self, lan_host: LanHost, identity: Path) -> SshHost:
         hostname = f"pgpbhost-{lan_host.name}-{secrets.token_hex(3)}"
         d = self.root / lan_host.name
-        host_key = _layout(d, identity, hostname, lan_host.address)
+        host_key = _layout(d, identity, hostname, lan_host.address, self._sshd_rules(lan_host.name))
         host = SshHost(lan_host, d, hostname, (d / "machine-id").read_text().strip(), identity,
                        f"{lan_host.address} {host_key}")
         script = _namespace_script(d, hostname)
@@ -105,6 +130,26 @@ class SshHosts:
         self.daemons.append(daemon)
         _wait_listening(lan_host.address, daemon, d)
         return host
+
+    def _hide(self, host: LanHost, jump: LanHost) -> None:
+        """host's hidden address: on its loopback, routed to by its jump host only."""
+        _ip("ip", "-n", host.netns, "addr", "add", f"{_hidden(host)}/32", "dev", "lo")
+        _ip("ip", "netns", "exec", host.netns, "sysctl", "-q", "-w", f"net.ipv4.conf.{host.interface}.arp_ignore=1")
+        _ip("ip", "-n", jump.netns, "route", "add", f"{_hidden(host)}/32", "via", host.address)
+
+    def _sshd_rules(self, name: str) -> list[str]:
+        """sshd_config lines that make this host a jump host, or reachable only through one."""
+        hosts = self.lan.hosts
+        behind = [hosts[t] for t, jump in self.jumps.items() if jump == name]
+        if behind:
+            rules = [f"ListenAddress {hosts[name].address}:{JUMP_PORT}", "AllowTcpForwarding local",
+                     "PermitOpen " + " ".join(f"{a}:{PORT}" for h in behind for a in (h.address, _hidden(h)))]
+        else:
+            rules = ["AllowTcpForwarding no"]
+        if name in self.jumps:
+            rules.append(f"ListenAddress {_hidden(hosts[name])}:{PORT}")
+            rules.append("AllowUsers " + " ".join(f"{u}@{hosts[self.jumps[name]].address}" for u in (LOGIN, "root")))
+        return rules
 
     def stop(self) -> None:
         """Every process of every host's namespace ended (its mounts go with them), then the LAN."""
@@ -124,12 +169,17 @@ class SshHosts:
         self.lan.stop()
 
 
+def _hidden(host: LanHost) -> str:
+    net, last = host.address.rsplit(".", 1)
+    return f"{net}.{int(last) + 100}"
+
+
 def _keygen(path: Path, comment: str) -> Path:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True)
     return path
 
 
-def _layout(d: Path, identity: Path, hostname: str, address: str) -> str:
+def _layout(d: Path, identity: Path, hostname: str, address: str, rules: list[str]) -> str:
     """The host's directories and files; its host key's public half."""
     for sub in ("ssh", "ssh/authorized_keys", "home", f"home/{LOGIN}", "varlib", "etc", "etcwork"):
         (d / sub).mkdir(parents=True, exist_ok=True)
@@ -143,8 +193,8 @@ def _layout(d: Path, identity: Path, hostname: str, address: str) -> str:
         f"ListenAddress {address}:{PORT}", "HostKey /etc/ssh/ssh_host_ed25519_key",
         "AuthorizedKeysFile /etc/ssh/authorized_keys/%u", "PermitRootLogin prohibit-password",
         "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-        "AllowTcpForwarding no", "X11Forwarding no", "PrintMotd no", "LogLevel VERBOSE",
-        "Subsystem sftp internal-sftp", "PidFile none", ""]))
+        "X11Forwarding no", "PrintMotd no", "LogLevel VERBOSE",
+        "Subsystem sftp internal-sftp", "PidFile none", *rules, ""]))
     (d / "machine-id").write_text(secrets.token_hex(16) + "\n")
     (d / "hostname").write_text(hostname + "\n")
     etc = d / "etc"

@@ -63,7 +63,7 @@ def cmd_run(args, out: Console, err: Console) -> int:
         study = get_study(args.study)
         dsns = user.parse_fdw_hosts(args.fdw_hosts, user.parse_servers(args.servers, study.roles))
         placements = parse_places(args.places, args.hosts, args.ssh_identity, args.accept_host_keys, study.name,
-                                  {s.name: tuple(s.roles) for s in STUDIES.values()}, dsns)
+                                  {s.name: tuple(s.roles) for s in STUDIES.values()}, dsns, args.ssh_config)
         # stored with the options, and seen by the study's refine() (a user server's transports)
         options = study_options(study, args, {**(user.stored(dsns) if dsns else {}), **placements.stored()})
         check_cases(placements, study.cases(options), options.params.get("bandwidth"))
@@ -238,7 +238,7 @@ def cmd_doctor(args, out: Console, err: Console) -> int:
     dsns = user.parse_servers(args.servers, roles, "any study")
     specs = parse_hosts(args.hosts)
     root = Workspace.open(_opt(args, "workspace")).root if specs else Path()   # its known_hosts
-    settings = SshSettings.checked(root, args.ssh_identity, args.accept_host_keys or (), specs)
+    settings = SshSettings.checked(root, args.ssh_identity, args.accept_host_keys or (), specs, args.ssh_config)
     with Hosts(specs, settings) as hosts:
         rows, ok = checks(_opt(args, "workspace"), _opt(args, "server_user"), _opt(args, "pg_bindir"),
                           _opt(args, "results_dsn"), dsns, hosts)

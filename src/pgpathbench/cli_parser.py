@@ -190,9 +190,12 @@ def build_parser() -> Parser:
 
 def _host_options(p: argparse.ArgumentParser) -> None:
     """--host and how it is reached (servers/hosts.py)."""
-    p.add_argument("--host", dest="hosts", action="append", metavar="NAME=ssh://USER@ADDRESS[:PORT]",
-                   help="a host reached over SSH with the system's OpenSSH (your ~/.ssh/config, agent and "
-                        "known_hosts); NAME=ALIAS for an alias of ~/.ssh/config (repeatable)")
+    p.add_argument("--host", dest="hosts", action="append", metavar="NAME=ssh://[USER@]ADDRESS[:PORT]",
+                   help="a host reached over SSH with the system's OpenSSH (your ssh config, agent and "
+                        "known_hosts); NAME=ALIAS for an alias of your ssh config, its HostName, User, Port, "
+                        "IdentityFile and ProxyJump honoured (repeatable)")
+    p.add_argument("--ssh-config", metavar="FILE", help="the ssh config (ssh_config(5)) every ssh reads, as ssh -F "
+                                                        "FILE (default: ~/.ssh/config and /etc/ssh/ssh_config)")
     p.add_argument("--ssh-identity", metavar="FILE", help="the private key that logs in to the hosts (default: "
                                                           "your ssh-agent and ~/.ssh keys)")
     p.add_argument("--accept-host-key", dest="accept_host_keys", action="append", metavar="NAME",

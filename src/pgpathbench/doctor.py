@@ -15,6 +15,8 @@ from .servers import binaries, citus, pgbouncer, user_checks
 from .servers.user import UserDsn
 from .servers.host_facts import FACTS_SCRIPT, HostFacts
 from .servers.hosts import Connection, Hosts
+from .servers.ssh_route import reached_from_here
+from .servers.ssh_route import source_address
 from .servers.postmaster import postmaster_pid
 from .servers.network import available_link_kinds
 from .workspace import Workspace
@@ -85,8 +87,10 @@ RTT_PROBES = 5
 
 
 def host_rows(connection: Connection) -> list[tuple[str, bool, str, bool]]:
-    """(check, ok, detail, required) for one --host, over its open connection."""
+    """(check, ok, detail, required) for one --host, over its open connection; a host whose address this
+    machine cannot reach is refused (as a run would refuse it)."""
     name = f"host {connection.spec.name}"
+    address = reached_from_here(connection.route, connection.spec.name)
     facts = HostFacts.parse(connection.output(FACTS_SCRIPT, "reading its facts"))
     v = facts.values
     login = f"{v.get('user')} (uid {v.get('uid')})" + (
@@ -95,6 +99,8 @@ def host_rows(connection: Connection) -> list[tuple[str, bool, str, bool]]:
     can_run, pg = facts.postgres_text(DOCTOR_MAJOR)
     fp = facts.fingerprint()
     return [(name, True, f"{connection.spec.shown}: reachable, host key known, {v.get('hostname')}", True),
+            (f"{name}: route", True, f"{connection.route.shown} (ssh config); database connections from here "
+                                     f"({source_address(address)}) to {address}: it answers TCP", True),
             (f"{name}: login", True, login, True),
             (f"{name}: workspace", free_kb > 0, f"{v.get('workspace')}: {free_kb / 1024 ** 2:.1f} GiB free", True),
             (f"{name}: PostgreSQL", can_run, pg, True),

@@ -301,12 +301,12 @@ OTHER_CASES = [
     (["doctor", "--force"], "--force"),
     *_common(["doctor"], checked_later=False),   # doctor reports a missing --pg-bindir as a finding
     # --host (issue 47): malformed before anything connects; a host that refuses: tests/integration/test_hosts.py
-    (["doctor", "--host", "ssh://u@h"], "--host: give NAME=ssh://USER@ADDRESS[:PORT]"),
+    (["doctor", "--host", "ssh://u@h"], "--host: give NAME=ssh://[USER@]ADDRESS[:PORT]"),
     (["doctor", "--host", "A=ssh://u@h"], "--host: give NAME="),
     (["doctor", "--host", "a="], "--host: a: neither ssh://"),
     (["doctor", "--host", "a=-oProxyCommand=x"], "--host: a: neither ssh://"),
     (["doctor", "--host", "a=http://u@h"], "--host: a: the scheme is ssh://"),
-    (["doctor", "--host", "a=ssh://h"], "--host: a: give the login user"),
+    (["doctor", "--host", "a=ssh://@h"], "--host: a: the user is"),
     (["doctor", "--host", f"a=ssh://u:{SECRET}@h"], "--host: a: give the login user"),
     (["doctor", "--host", "a=ssh://-u@h"], "--host: a: the user is"),
     (["doctor", "--host", "a=ssh://u@-h"], "--host: a: the address is"),
@@ -317,6 +317,10 @@ OTHER_CASES = [
     (["doctor", "--host", "a=ssh://u@h", "--accept-host-key", "b"], "--accept-host-key: no --host is named b"),
     (["doctor", "--host", "a=ssh://u@h", "--ssh-identity", "/nonexistent/key"], "--ssh-identity: /nonexistent"),
     (["doctor", "--ssh-identity"], "--ssh-identity"),
+    (["doctor", "--host", "a=ssh://u@h", "--ssh-config", "/nonexistent/config"], "--ssh-config: /nonexistent/config "
+                                                                                 "is not a readable file"),
+    (["doctor", "--host", "a=h", "--ssh-config", "/tmp"], "--ssh-config: /tmp is not a readable file"),
+    (["doctor", "--ssh-config"], "--ssh-config"),
     # --place (issue 47): checked before any host is reached; a host that refuses: tests/integration/test_place.py
     ([*FDW, "--place", "source=a"], "--place: no --host is named a; add --host a=ssh://"),
     ([*FDW, "--place", "source", *HOST_A], "--place: give ROLE=NAME"),
@@ -362,6 +366,9 @@ OTHER_CASES = [
     ([*FDW, "--host", "a=ssh://u@h"], "--host a: a run uses hosts only for --place"),
     ([*FDW, "--host", "a=ssh://u@h:99999", "--place", "external=a"], "--host: a: the port is 1 to 65535"),
     ([*FDW, "--accept-host-key", "a"], "--accept-host-key: a run uses hosts only for --place"),
+    ([*FDW, "--ssh-config", str(REPO / "README.md")], "--ssh-config: a run uses hosts only for --place"),
+    ([*FDW, "--place", "source=a", *HOST_A, "--ssh-config", "/nonexistent/config"],
+     "--ssh-config: /nonexistent/config is not a readable file"),
     (["clean", "--all=yes"], "--all"),
     (["clean", "extra"], "extra"),
     (["clean", "--al"], "--al"),
@@ -450,6 +457,21 @@ def test_a_libpq_variable_that_would_change_a_user_servers_sessions_is_refused(n
     assert err.startswith(f"pgpathbench: error: --server source: {name} is set in the environment and ") and \
         err.rstrip().endswith(f"unset {name}"), err
     assert os.environ[name] == "x", "the CLI gives the environment back as it found it"
+
+
+@pytest.mark.parametrize("text, names", [
+    ("Host b\n  Bogus yes\n", "line 2: Bad configuration option: bogus"),
+    ("Host b\n  Port 0\n", "line 2: Bad port '0'"),
+])
+def test_an_ssh_config_ssh_refuses_is_one_line_before_any_connection(text, names, ws, capsys, tripwires, tmp_path):
+    """ssh -G reads it (nothing is connected): its own line, naming the file's line."""
+    config = tmp_path / "ssh_config"
+    config.write_text(text)
+    assert cli.main(["doctor", "--host", "b=b", "--ssh-config", str(config)]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("pgpathbench: error: --ssh-config: ssh cannot read its "
+                                                   "configuration (") and names in err, err
+    assert out == "" and not ws.exists()
 
 
 def test_a_host_without_the_ssh_client_is_refused(ws, capsys, tripwires, monkeypatch, tmp_path):

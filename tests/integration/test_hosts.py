@@ -109,7 +109,8 @@ def test_doctor_as_root_on_the_host(hosts, workspace_root):
 
 
 @pytest.mark.parametrize("url, message", [
-    ("ssh://nobody@{address}", "--host a: ssh://nobody@{address}:22 refused the login"),
+    ("ssh://nobody@{address}", "--host a: ssh://nobody@{address} refused the login (nobody@{address}: Permission "
+                               "denied"),
     ("ssh://{login}@{address}:2", "--host a: cannot reach ssh://{login}@{address}:2 (")])
 def test_doctor_refuses_a_host_it_cannot_log_in_to(hosts, workspace_root, url, message):
     host, ws = hosts["a"], workspace_root / "doctor-refused"

@@ -56,8 +56,7 @@ def opened(host, user: str, ws: Path) -> Hosts:
 
 
 def ours_on(host) -> list[Path]:
-    """What of pgpathbench lies on the host: its workspaces (a login's and root's)."""
-    return [p for p in host.files("/home") + host.files("/var/lib") if "pgpathbench" in str(p)]
+    return host.ours()
 
 
 def gone(pid: int, wait_s: float = 10) -> bool:

@@ -1,6 +1,6 @@
 """This machine's record of the hosts a run made something on (issue 47, `--place`), so that
 `clean` reaches them after a SIGKILL: one entry per run and host (its SSH destination, the key it
-logged in with, the run's directory there), added before anything is made there and forgotten once
+logged in with, the ssh config it read, the run's directory there), added before anything is made there and forgotten once
 that directory is gone. What is made there is listed by the host's own ledger (remote_scripts.py).
 """
 
@@ -31,12 +31,13 @@ class HostLedger:
             return [e for e in entries if run_id is None or e["run_id"] == run_id]
 
     def add(self, run_id: str, connection: Connection, directory: str) -> None:
-        identity = connection.settings.identity
+        identity, config = connection.settings.identity, connection.settings.config
         with locked_entries(self.path) as entries:
             entries[:] = [e for e in entries if (e["run_id"], e["host"]) != (run_id, connection.spec.name)]
             entries.append({"run_id": run_id, "host": connection.spec.name,
                             "destination": connection.spec.destination, "dir": directory,
                             "identity": str(identity) if identity else None,
+                            "ssh_config": str(config) if config else None,
                             "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
     def forget(self, run_id: str, host: str) -> None:
@@ -54,8 +55,8 @@ class HostLedger:
         try:
             for entry in mine:
                 spec = HostSpec(entry["host"], entry["destination"])
-                identity = Path(entry["identity"]) if entry.get("identity") else None
-                connection = Connection(spec, SshSettings(self.root, identity), control_dir)
+                identity, config = (Path(entry[k]) if entry.get(k) else None for k in ("identity", "ssh_config"))
+                connection = Connection(spec, SshSettings(self.root, identity, config=config), control_dir)
                 try:
                     connection.open()
                     res = connection.run(scripts.render(scripts.CLEANUP, run=entry["dir"]))

@@ -9,7 +9,8 @@ citus layout's `citus_worker` and `citus_workerK` alike (a host running Citus of
 version, or one this machine's PostgreSQL 15 with Citus can be shipped to). A placed role has
 the real link to its host, and --latency adds its delay on top (a Toxiproxy where the path's client
 is: here, or on the client's host, host_proxy.py); no bandwidth limit, PgBouncer or TLS of ours in
-front of it (refused, naming the option).
+front of it (refused, naming the option), and a host whose address this machine cannot reach (one
+behind its ProxyJump) is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Iterable, Iterator, Mapping
 
 from ..errors import UserError
 from .host_facts import FACTS_SCRIPT, HostFacts, citus_refusal
-from .hosts import HostSpec, Hosts, SshSettings, parse_host, parse_hosts
+from .hosts import HostSpec, Hosts, SshSettings, parse_host, parse_hosts, readable_file
+from .ssh_route import reached_from_here
 
 PLACEABLE = {"fdw-overhead": ("source", "external"), "interfaces": ("remote",),
              "remote-sampling": ("source", "external"), "file-fdw-tpch": ("worker", "citus_worker")}
@@ -42,6 +44,7 @@ class Placements:
     hosts: Mapping[str, HostSpec] = field(default_factory=dict)   # every --host of the run
     identity: str | None = None
     accept: frozenset[str] = frozenset()
+    ssh_config: str | None = None    # absolute: --resume reads the same file
 
     def __bool__(self) -> bool:
         return bool(self.roles)
@@ -51,24 +54,27 @@ class Placements:
         if not self.roles:
             return {}
         return {"placed": dict(self.roles), "hosts": {n: h.destination for n, h in self.hosts.items()},
-                "ssh_identity": self.identity}
+                "ssh_identity": self.identity, **({"ssh_config": self.ssh_config} if self.ssh_config else {})}
 
     @classmethod
     def from_stored(cls, params: Mapping) -> "Placements":
         hosts = {n: parse_host(f"{n}={d}") for n, d in (params.get("hosts") or {}).items()}
-        return cls(dict(params.get("placed") or {}), hosts, params.get("ssh_identity"))
+        return cls(dict(params.get("placed") or {}), hosts, params.get("ssh_identity"),
+                   ssh_config=params.get("ssh_config"))
 
     @contextlib.contextmanager
     def opened(self, workspace: Path, majors: Iterable[int] = (), citus: str | None = None) -> Iterator[Hosts | None]:
         """The hosts' connections for the whole run (None without a placed role), each placed role's
-        host checked first to run every major of the run (installed there, or a bundle shipped), and
-        a Citus worker's to run Citus of the coordinator's version `citus`."""
+        host checked first to be reachable from here and to run every major of the run (installed
+        there, or a bundle shipped), and a Citus worker's to run Citus of the coordinator's version
+        `citus`."""
         if not self.roles:
             yield None
             return
-        settings = SshSettings.checked(workspace, self.identity, self.accept, self.hosts)
+        settings = SshSettings.checked(workspace, self.identity, self.accept, self.hosts, self.ssh_config)
         with Hosts(self.hosts, settings) as hosts:
             for role, name in self.roles.items():
+                reached_from_here(hosts[name].route, hosts[name].spec.name)
                 facts = HostFacts.parse(hosts[name].output(FACTS_SCRIPT, "reading the host's facts"))
                 for major in majors:
                     runs, text = facts.postgres_text(int(major))
@@ -82,7 +88,7 @@ class Placements:
 
 def parse_places(values: Iterable[str] | None, hosts: Iterable[str] | None, identity: str | None,
                  accept: Iterable[str] | None, study: str, roles: Mapping[str, Iterable[str]],
-                 servers: Iterable[str]) -> Placements:
+                 servers: Iterable[str], ssh_config: str | None = None) -> Placements:
     """--place values against the study's roles (roles: every study's, by name), the --host names and
     the roles --server gives: one line naming the option and the fix for anything wrong."""
     specs = parse_hosts(hosts)
@@ -107,11 +113,12 @@ def parse_places(values: Iterable[str] | None, hosts: Iterable[str] | None, iden
                         "a source here on loopback; add --place source=NAME")
     unused = sorted(set(specs) - set(placed.values()))
     given = f"--host {unused[0]}" if unused else "--ssh-identity" if identity and not placed else \
-        "--accept-host-key" if accept and not placed else None
+        "--accept-host-key" if accept and not placed else "--ssh-config" if ssh_config and not placed else None
     if given:
         raise UserError(f"{given}: a run uses hosts only for --place, and no --place names it; leave {given} "
                         "out, or place a role there (use it with 'pgpathbench doctor' to check a host)")
-    return Placements(placed, specs, identity, frozenset(accept or ()))
+    config = None if ssh_config is None else str(readable_file("--ssh-config", ssh_config, "an ssh_config(5) file"))
+    return Placements(placed, specs, identity, frozenset(accept or ()), config)
 
 
 def family(role: str, study: str) -> str:

@@ -9,13 +9,18 @@ there as a tar stream on ssh's stdin, over the open connection.
 
 Servers never run as root: with a login user, as that user; with a root login, as the account
 `pgpathbench`, created (useradd --system) when missing and then recorded, so that it goes too.
-The server listens on the host's address (where this machine's SSH connection reaches it) and on
-its loopback, on a port tried free there; pg_hba.conf admits our superuser only from this
-machine's address as the host sees it ($SSH_CONNECTION), from the addresses `allow` adds (another
-placed server's, for postgres_fdw), from the host's loopback, and by its private socket (trust:
-0700). Its password is generated here and goes on ssh's stdin into a 0600 file for initdb
-(removed after); clients here read it from a 0600 password file (PGPASSFILE), in-process
-connections get it as a keyword: never on a command line, here or there.
+The server is reached from here at the host's HostName as the ssh config resolves it (ssh -G: an
+alias's HostName, not the alias), its address resolved here, directly (never through SSH or a
+ProxyJump: that would not be the real link; a host this machine cannot reach is refused before
+anything is made there). It listens there, on the address the host's sshd was reached at
+($SSH_CONNECTION: the same unless a jump host or a NAT is between) and on its loopback, on a port
+tried free there; pg_hba.conf admits our superuser only from this machine's address as the host
+sees it: its address on the route to the host (a connected UDP socket's), and $SSH_CONNECTION's
+client (the jump host's, with a ProxyJump); from the addresses `allow` adds (another placed
+server's, for postgres_fdw), from the host's loopback, and by its private socket (trust: 0700).
+Its password is generated here and goes on ssh's stdin into a 0600 file for initdb (removed
+after); clients here read it from a 0600 password file (PGPASSFILE), in-process connections get
+it as a keyword: never on a command line, here or there.
 
 The run removes its directory there at its end (HostWorkspace.remove, after SIGINT/SIGTERM too);
 a killed run's is found by `clean` through this machine's entry (host_ledger.py).
@@ -30,6 +35,7 @@ import secrets
 import subprocess
 import tarfile
 from dataclasses import dataclass, field
+from ipaddress import ip_address
 from pathlib import Path
 from typing import Mapping
 
@@ -46,13 +52,13 @@ from .host_facts import FACTS_SCRIPT, HostFacts, citus_refusal, citus_text
 from .host_ledger import HostLedger
 from .hosts import Connection, watched
 from .placement import host_of
+from .ssh_route import PORTS, reached_from_here, source_address, unreachable
 
 RUNS_DIR = "runs"
 # Our connections to a placed server, and its FDW hop's: a network lost under one fails it within
 # about 15 s (keepalives unanswered while it waits, or data unacknowledged), not the kernel's minutes.
 KEEPALIVES = {"connect_timeout": "10", "keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2",
               "keepalives_count": "3", "tcp_user_timeout": "15000"}
-PORTS = (20000, 60000)    # where a free port is tried on the host
 START_TRIES = 5
 SHIP_TIMEOUT_S = 3600    # a file_fdw server's files: GBs at the larger scales
 
@@ -68,8 +74,10 @@ class HostWorkspace:
     run_id: str
     ledger: HostLedger
     facts: HostFacts | None = None
-    client_address: str = ""     # this machine, as the host sees it
-    address: str = ""            # the host, as this machine reaches it
+    client_address: str = ""     # this machine, as the host's sshd sees it (a jump host, with ProxyJump)
+    source_address: str = ""     # this machine, as the host sees its database connections
+    address: str = ""            # the host, as this machine reaches it (its HostName's address)
+    sshd_address: str = ""       # the host, where its sshd was reached (from a jump host, with ProxyJump)
     _bins: dict[object, tuple[str, str]] = field(default_factory=dict)   # major, or Citus's version -> (bindir there, origin)
 
     @property
@@ -107,7 +115,9 @@ class HostWorkspace:
         if len(connection) != 4:
             raise UserError(f"--host {self.name}: sshd there gives no SSH_CONNECTION; the servers' addresses "
                             "cannot be known")
-        self.client_address, self.address = connection[0], connection[2]
+        self.client_address, self.sshd_address = connection[0], connection[2]
+        self.address = reached_from_here(self.connection.route, self.connection.spec.name)
+        self.source_address = source_address(self.address)
         return self
 
     def binaries(self, major: int, workspace) -> tuple[str, str]:
@@ -265,7 +275,8 @@ class RemoteCluster(Statements):
         return self
 
     def _launch(self) -> None:
-        conf = {"listen_addresses": f"{self.host.address},127.0.0.1", "port": str(self.port),
+        listen = ",".join(dict.fromkeys([self.host.sshd_address, self.host.address, "127.0.0.1"]))
+        conf = {"listen_addresses": listen, "port": str(self.port),
                 "unix_socket_directories": f"{self.dir}/sock", "unix_socket_permissions": "0700",
                 "logging_collector": "off", **self.settings}
         text = "\n".join(f"{k} = '{str(v).replace(chr(39), chr(39) * 2)}'" for k, v in conf.items())
@@ -273,16 +284,25 @@ class RemoteCluster(Statements):
                                               hba=self._hba(), **self._values()), f"the start of server {self.name}")
         self.pid = int(out.split()[-1])
         self._running = True
+        why = unreachable(self.tcp_host, self.port)
+        if why:
+            raise UserError(f"--place: server {self.name} on host {self.host.name} listens at {self.tcp_host}:"
+                            f"{self.port}, which this machine cannot reach ({why}); open the host's TCP ports "
+                            f"{PORTS[0]}-{PORTS[1]} to this machine")
+
+    def _clients(self) -> list[str]:
+        # its own host's address too: a Citus worker reaches itself by the name pg_dist_node gives it
+        return list(dict.fromkeys([self.host.source_address, self.host.client_address, *self.allowed,
+                                   self.host.address, "127.0.0.1"]))
 
     def _hba(self) -> str:
-        # its own host's address too: a Citus worker reaches itself by the name pg_dist_node gives it
-        clients = dict.fromkeys([self.host.client_address, *self.allowed, self.host.address, "127.0.0.1"])
         return "\n".join([f"local all {SUPERUSER} trust",
-                          *(f"host all {SUPERUSER} {a}/32 {self.tcp_auth}" for a in clients)])
+                          *(f"host all {SUPERUSER} {a}/{ip_address(a).max_prefixlen} {self.tcp_auth}"
+                            for a in self._clients())])
 
     def allow(self, address: str) -> None:
         """Admit our superuser from one more address (postgres_fdw of a server on another host)."""
-        if address in self.allowed or address == self.host.client_address:
+        if address in self._clients():
             return
         self.allowed.append(address)
         self.host.output(scripts.render("cat > {dir}/data/pg_hba.conf <<'PGPB_HBA_END'\n{hba}\nPGPB_HBA_END\n"
@@ -366,7 +386,8 @@ class RemoteCluster(Statements):
             found = fingerprint_of(conn)
         return {**found, "major": self.major, "bindir": self.bindir, "binaries": self.origin,
                 "placed": {"host": self.host.name, "at": self.host.connection.spec.shown,
-                           "address": self.host.address, "os_user": self.host.account},
+                           "address": self.host.address, "os_user": self.host.account,
+                           "ssh": self.host.connection.route.fingerprint()},   # as the ssh config resolved it
                 "host": self.host.facts.fingerprint(),   # as results/fingerprint.py compares it
                 "auth": {"local": "trust (private 0700 socket dir, on the host)", "tcp": self.tcp_auth}}
 
@@ -396,7 +417,8 @@ class PlacedServers:
                                 citus=citus)
         self.clusters[name] = cluster
         cluster.start(self.workspace)
-        self.log(f"{name} runs on host {host} ({cluster.host.connection.spec.shown}) at "
+        connection = cluster.host.connection
+        self.log(f"{name} runs on host {host} ({connection.spec.shown}: {connection.route.shown}) at "
                  f"{cluster.tcp_host}:{cluster.port}, as {cluster.host.account}; {cluster.origin}")
         for other in self.clusters.values():   # servers on two hosts reach each other (postgres_fdw)
             if other.host is not cluster.host:
