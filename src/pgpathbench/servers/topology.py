@@ -28,7 +28,8 @@ from .network import Link, ToxiproxyError, ToxiproxyServer, available_link_kinds
 from .host_proxy import HostLinks
 from .ledger import Ledger
 from .paths import NetworkPath
-from .remote import PlacedServers, RemoteCluster
+from .placed_servers import PlacedServers
+from .remote import RemoteCluster
 from .pgbouncer import Pooler, stop_recorded as stop_recorded_pooler
 from .tls import Authority
 from .user import UserDsn, UserServer
