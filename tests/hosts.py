@@ -8,7 +8,8 @@ openssh-server, `sshd -D`) runs in mount and UTS namespaces of its own: its host
 per-host directories bound over /etc/ssh (its config, its own host key, authorized keys, its
 log), /home, /var/lib and /etc/machine-id, an overlay on /etc whose own /etc/passwd, /etc/group,
 /etc/shadow are the machine's with one more account, LOGIN, whose home is /home/LOGIN (and take
-a useradd), and a tmpfs on /tmp. Every session sees
+a useradd; its login.defs gives the host's system accounts ids no other live host uses), and a
+tmpfs on /tmp. Every session sees
 that view only, so whatever the tool puts on a host went through SSH, and a fact read here instead
 of there shows. The mounts live as long as the namespace's processes: ending them (stop() kills
 every pid of the network namespace) unmounts everything; then the LAN goes.
@@ -30,7 +31,9 @@ off the LAN would look reachable.)
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -45,6 +48,10 @@ from user_lan import Lan, LanHost
 
 LOGIN = "pgpbhost"
 LOGIN_UID = 61047          # only in the hosts' own /etc/passwd
+# Each host's system accounts (the tool's `pgpathbench`, made with a root login) get ids of their
+# own: hosts share this machine's pid namespace, and userdel refuses while any process of the uid
+# lives, so a postmaster of another host's account (another suite's) with the same uid kept ours.
+_HOSTS_MADE = itertools.count()
 SSHD = "/usr/sbin/sshd"
 PORT = 22
 JUMP_PORT = 2222           # a jump host's sshd listens here too (an ssh_config Port)
@@ -203,7 +210,18 @@ def _layout(d: Path, identity: Path, hostname: str, address: str, rules: list[st
     (etc / "group").write_text(Path("/etc/group").read_text() + f"{LOGIN}:x:{LOGIN_UID}:\n")
     (etc / "shadow").write_text(Path("/etc/shadow").read_text() + f"{LOGIN}:*:19000:0:99999:7:::\n")
     (etc / "shadow").chmod(0o640)
+    (etc / "login.defs").write_text(_system_ids(Path("/etc/login.defs").read_text()))
     return " ".join((d / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()[:2])
+
+
+def _system_ids(defs: str) -> str:
+    """login.defs with a system uid and gid range no other live host has: from this process's pid
+    (unique among live processes) and a count of the hosts it made."""
+    low = 1_000_000 + (os.getpid() * 16 + next(_HOSTS_MADE) % 16) * 4
+    for key in ("SYS_UID", "SYS_GID"):
+        defs = re.sub(rf"^#?\s*{key}_MIN\b.*$", f"{key}_MIN {low}", defs, flags=re.M)
+        defs = re.sub(rf"^#?\s*{key}_MAX\b.*$", f"{key}_MAX {low + 3}", defs, flags=re.M)
+    return defs
 
 
 def _namespace_script(d: Path, hostname: str) -> str:
