@@ -85,9 +85,10 @@ class SshHost:
         return [int(p) for p in out.split()]
 
     def files(self, inside: str) -> list[Path]:
-        """What lies under a directory bound into the host (/home, /var/lib), seen from here."""
+        """What lies under a directory bound into the host (/home, /var/lib), seen from here; a
+        directory a live run removes meanwhile is skipped (os.walk ignores it, rglob would raise)."""
         sub = {"/home": "home", "/var/lib": "varlib"}[inside]
-        return sorted((self.dir / sub).rglob("*"))
+        return sorted(Path(top) / name for top, dirs, names in os.walk(self.dir / sub) for name in dirs + names)
 
     def ours(self) -> list[Path]:
         """What of pgpathbench lies on the host: its workspaces (a login's and root's)."""
