@@ -141,6 +141,10 @@ class Timeline:
         return out
 
 
+# Each suite's log ends with its slowest 40 tests (setup and call apart): where the time went.
+DURATIONS = {"PYTEST_ADDOPTS": "--durations=40"}
+
+
 def summary(log: Path) -> str:
     found = [m.group(1) for line in log.read_text(errors="replace").splitlines() if (m := SUMMARY.match(line.strip()))]
     return found[-1] if found else "no pytest summary"
@@ -149,7 +153,7 @@ def summary(log: Path) -> str:
 def run_test(branch: str, dest: Path, logs: Path, n: int) -> dict:
     clone(branch, dest)
     load = Load()
-    rc, took = make(dest, "test", logs / f"test-{n}.log")
+    rc, took = make(dest, "test", logs / f"test-{n}.log", DURATIONS)
     row = {"what": "test", "run": n, "ok": rc == 0, "test_s": round(took, 1),
            "pytest": summary(logs / f"test-{n}.log"), **load.stop()}
     remove(dest)
@@ -180,7 +184,7 @@ def run_pair(branch: str, base: Path, logs: Path, n: int) -> dict:
     for d in dests:
         clone(branch, d)
     load, rows = Load(), {}
-    threads = [threading.Thread(target=lambda d=d, s=s: rows.__setitem__(s, make(d, "test", logs / f"pair-{n}{s}.log")))
+    threads = [threading.Thread(target=lambda d=d, s=s: rows.__setitem__(s, make(d, "test", logs / f"pair-{n}{s}.log", DURATIONS)))
                for d, s in zip(dests, "ab")]
     for t in threads:
         t.start()
