@@ -97,16 +97,21 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
                 f.close()
         os.close(report_r)
     proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: Popen must not wait again
+    return _measured(tuple(args), proc.returncode, out, err, report, wall, timed_out.is_set())
+
+
+def _measured(args: tuple, measure_exit: int, out: bytes, err: bytes, report: bytes, wall: float,
+              timed_out: bool) -> Measured:
+    """pgpb_measure's report ('STATUS MAXRSS USER SYS') as a Measured; a timeout's kill has none."""
     text = err.decode(errors="replace")
     fields = report.decode().split()
-    if proc.returncode != 0 or len(fields) != 4:
-        if timed_out.is_set():
-            return Measured(tuple(args), -signal.SIGKILL, out.decode(errors="replace"), text, wall, 0.0, 0.0, 0,
-                            True)
-        raise RuntimeError(f"pgpb_measure failed (exit {proc.returncode}): {text.strip()[-300:]}")
+    if measure_exit != 0 or len(fields) != 4:
+        if timed_out:
+            return Measured(args, -signal.SIGKILL, out.decode(errors="replace"), text, wall, 0.0, 0.0, 0, True)
+        raise RuntimeError(f"pgpb_measure failed (exit {measure_exit}): {text.strip()[-300:]}")
     returncode = os.waitstatus_to_exitcode(int(fields[0]))
-    return Measured(tuple(args), returncode, out.decode(errors="replace"), text, wall, float(fields[2]),
-                    float(fields[3]), int(fields[1]), timed_out.is_set())
+    return Measured(args, returncode, out.decode(errors="replace"), text, wall, float(fields[2]),
+                    float(fields[3]), int(fields[1]), timed_out)
 
 
 def abort_running() -> None:
