@@ -103,8 +103,12 @@ def test_the_gate_pairs_across_the_knob_when_runs_share_other_cases(workspace_ro
     ratio = float(rows[f"{external}:100 vs {external}:1"][5])
     assert ratio < 1 and rows[f"{external}:100 vs {external}:1"][8].startswith("B worse"), rows
     assert "fdw.fetch_size 100 (A) vs 1 (B)" in gate.stdout and "Not compared" not in gate.stdout
-    (line,) = gate.stderr.splitlines()
+    lines = gate.stderr.splitlines()
+    (line,) = [one for one in lines if f"{external}:100 vs " in one]
     assert line.startswith(f"pgpathbench: slower: {external}:100 vs {external}:1: tps B/A ") and \
         line.endswith("worse than -5% at 95%"), gate.stderr
+    # The local case is alike in both runs: run one after the other on a shared machine, it may be
+    # judged slower too (a fresh clone's suite, load 3-8: a second line); nothing else may be named.
+    assert all(one.startswith(f"pgpathbench: slower: {local}: ") for one in lines if one != line), gate.stderr
     same = pgpathbench("compare", b, b, "--fail-if-slower", "5", workspace=workspace_root)
     assert same.returncode == 0 and same.stderr == "", same.stderr
