@@ -89,8 +89,8 @@ def test_sigterm_removes_proxy_namespace_and_servers(workspace_root):
     if os.geteuid() == 0:
         assert netns_of(run_id)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-6000:]
     assert our_processes(workspace_root) == []
     assert netns_of(run_id) == []
     assert not (workspace_root / "network.json").exists() or '"netns"' not in (workspace_root / "network.json").read_text()

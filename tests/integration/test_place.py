@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -257,24 +258,34 @@ def test_fdw_overhead_with_source_and_external_on_two_hosts(hosts, workspace_roo
 
 
 def wait_for_placed_servers(proc: subprocess.Popen, hosts, timeout: float = 120) -> None:
-    """Until both placed servers run (their data directories there), or the run ends."""
+    """Until both placed servers run (a postmaster.opts each: a postmaster's, which initdb's
+    single-user postgres, with a postmaster.pid of its own, never writes), or the run ends."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        data = [p for h in hosts.hosts.values() for p in ours_on(h) if p.name == "postmaster.pid"]
-        if len(data) == 2:
+        if len([p for h in hosts.hosts.values() for p in ours_on(h) if p.name == "postmaster.opts"]) == 2:
             return
         time.sleep(0.1)
     raise AssertionError(f"no placed servers: {proc.poll()}")
 
 
 def test_sigterm_removes_what_the_run_put_on_its_hosts(hosts, workspace_root):
+    """SIGTERM while b's initdb runs, held stopped (source's server runs on a by then): the ssh under
+    it is cut, the script lives on there, and what the run removes must not race it (a pair of suites
+    left an empty server directory on b, from an initdb that outlived the run's rm -rf)."""
     ws = known(hosts, workspace_root / "place-term")
     proc = spawn_pgpathbench(*place_args(hosts, "root"), "--repeat", "30", workspace=ws)
-    wait_for_placed_servers(proc, hosts)
+    deadline = time.monotonic() + 120
+    while not (initdb := [pid for pid, c in cmdlines().items() if c.split(" ", 1)[0].endswith("/initdb")
+                          and "/pg15_external/" in c and pid in hosts["b"].pids()]):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    os.kill(initdb[0], signal.SIGSTOP)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 143, err
-    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"])
+    assert gone(initdb[0]) and re.search(rf"host b: killed [\d ]*\b{initdb[0]}\b", err), err
+    left = [str(p) for p in ours_on(hosts["a"]) + ours_on(hosts["b"])]
+    assert not left, (err, left)
     assert "pgpathbench:" not in accounts(hosts["a"]) + accounts(hosts["b"])
     assert HostLedger(ws).entries() == []
 

@@ -59,7 +59,7 @@ class HostLedger:
                 connection = Connection(spec, SshSettings(self.root, identity, config=config), control_dir)
                 try:
                     connection.open()
-                    res = connection.run(scripts.render(scripts.CLEANUP, run=entry["dir"]))
+                    res = connection.run(scripts.cleanup(spec.name, entry["dir"]))
                 except (UserError, subprocess.TimeoutExpired) as e:
                     unreached.append(f"host {spec.name} ({spec.shown}): could not reach it to remove run {run_id}'s "
                                      f"{entry['dir']} ({e}); run clean again when it is up")

@@ -15,6 +15,20 @@ import shlex
 
 LEDGER = "ledger"
 ACCOUNT = "pgpathbench"   # the servers' account on a host logged into as root
+# Exported by every script a run sends (HostWorkspace.marked), valued the host's name and the run's
+# directory: each process a script starts inherits it, so that CLEANUP finds what still runs of the
+# run there (the name too: namespace hosts, as the tests make them, see each other's processes).
+MARKER = "PGPB_RUN"
+
+
+def marked(host: str, run: str, script: str) -> str:
+    """The script with the marker of run directory `run` on host `host` (its --host name) exported."""
+    return f"{MARKER}={shlex.quote(f'{host}:{run}')}; export {MARKER}; {script}"
+
+
+def cleanup(host: str, run: str) -> str:
+    """CLEANUP of run directory `run` on host `host`."""
+    return render(CLEANUP, run=run, marker=f"{MARKER}={host}:{run}")
 
 # The run's directory on the host, its ledger, the servers' account (a root login only), and where
 # the host sees this machine from: $SSH_CONNECTION is "CLIENT CPORT SERVER SPORT".
@@ -166,6 +180,24 @@ for data in $(sed -n 's/^server //p' "$led"); do
   kill -QUIT "$pid" 2>/dev/null
   i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
   kill -KILL "$pid" 2>/dev/null && echo "killed $pid" || echo "stopped $pid"
+done
+# A script of the run whose ssh was cut runs on (an interrupted initdb writes into the directory rm
+# removes, and leaves it): each process carrying the run's marker is killed, until none is left.
+pass=0
+while [ $pass -lt 5 ]; do
+  found=
+  for p in /proc/[0-9]*; do
+    tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qxF {marker} || continue
+    kill -KILL "${{p#/proc/}}" 2>/dev/null && found="$found ${{p#/proc/}}"
+  done
+  [ -n "$found" ] || break
+  echo "killed$found"
+  for pid in $found; do   # gone, or a zombie: it writes nothing more
+    i=0
+    while [ $i -lt 50 ] && [ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" != Z ] && \
+        [ -e "/proc/$pid/stat" ]; do sleep 0.1; i=$((i+1)); done
+  done
+  pass=$((pass+1))
 done
 users=$(sed -n 's/^user //p' "$led")
 dirs=$(sed -n 's/^dir //p' "$led" | tac)
