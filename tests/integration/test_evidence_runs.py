@@ -22,7 +22,7 @@ from pgpathbench.tools import pgbench
 
 pytestmark = pytest.mark.integration
 
-ROUNDS = 6
+ROUNDS = 3   # the first round's aggregate log, then distributions: invariants, which need no more
 TABLES = ["pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history"]
 BY_HAND_TRANSACTIONS = 200
 
@@ -30,7 +30,7 @@ BY_HAND_TRANSACTIONS = 200
 @pytest.fixture(scope="module")
 def run(workspace_root):
     res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--target", "local,fdw_external",
-                      workspace=workspace_root)
+                      "--repeat", str(ROUNDS), workspace=workspace_root)
     assert res.returncode == 0, res.stderr[-3000:]
     return report_json(workspace_root)["measurements"]
 

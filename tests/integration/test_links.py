@@ -16,7 +16,7 @@ from test_fdw_overhead import wait_for_measurements
 pytestmark = pytest.mark.integration
 
 LINKED = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_external",
-          "--clients", "1", "--latency", "0,2ms", "--repeat", "3", "--duration", "1"]
+          "--clients", "1", "--latency", "0,2ms", "--repeat", "3", "--duration", "1", "--evidence", "off"]
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def sampling_run(workspace_root):
-    res = pgpathbench("run", "remote-sampling", "--preset", "quick", "--pg", "17", workspace=workspace_root)
+    res = pgpathbench("run", "remote-sampling", "--preset", "quick", "--pg", "17", "--evidence", "off",
+                      workspace=workspace_root)
     assert res.returncode == 0, res.stderr[-3000:]
     return res, report_json(workspace_root)
 
