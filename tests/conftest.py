@@ -66,8 +66,11 @@ def close_workspace(root: Path, timeout: float = 120) -> None:
     """What tests left in a workspace removed: a pgpathbench process still in it (a test that failed
     half-way) stopped first by SIGTERM, so that it tears down what it made (`clean --all` refuses
     while one lives), then `clean --all`, then the directory."""
-    from pgpathbench.procs import cmdline, pid_alive
-    alive = [int(r.name) for r in root.glob("processes/*") if "pgpathbench" in cmdline(int(r.name))]
+    from pgpathbench.procs import pid_alive
+    from pgpathbench.workspace import Workspace
+    # Only a record its process holds: a SIGKILLed run's stays, and its pid may be anyone's since (a
+    # postgres backend of another suite's, whose command line names our database user).
+    alive = list(Workspace(root, None).live()) if root.is_dir() else []
     for pid, sig in itertools.product(alive, (signal.SIGCONT, signal.SIGTERM)):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)

@@ -131,17 +131,22 @@ class Workspace:
         _present[self.root] = (record, gate)
         atexit.register(_leave, record_path, record)
 
-    def others(self) -> list[str]:
-        """What each other live pgpathbench process here does: 'run R (pid P)', 'report (pid P)'.
-        The records of processes that are gone are removed on the way."""
-        found = []
+    def live(self) -> dict[int, str]:
+        """pid -> what it does, for each other live pgpathbench process here: a record its process
+        holds locked (a pid alone may be another program's since: a killed run's record stays). The
+        records of processes that are gone are removed on the way."""
+        found = {}
         for path in sorted(self.root.glob(f"{PROCESSES}/*")):
-            if path.name == str(os.getpid()):
+            if path.name == str(os.getpid()) or not path.name.isdigit():
                 continue
             text = _holder(path, remove_unheld=True)
             if text is not None:
-                found.append(f"{text or 'starting'} (pid {path.name})")
+                found[int(path.name)] = text
         return found
+
+    def others(self) -> list[str]:
+        """What each other live pgpathbench process here does: 'run R (pid P)', 'report (pid P)'."""
+        return [f"{text or 'starting'} (pid {pid})" for pid, text in self.live().items()]
 
     def _others_named(self) -> list[str]:
         """others(), waiting a moment for a record: a process may hold the gate while its record is
