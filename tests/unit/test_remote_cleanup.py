@@ -23,9 +23,13 @@ def test_cleanup_kills_what_still_runs_with_the_runs_marker_then_removes_its_dir
     other = tmp_path / "other"   # another run's: its marker differs, it is left alone
     other.mkdir()
     writer = subprocess.Popen(["sh", "-c", WRITER], env=marked, start_new_session=True)
-    # another run's, and the same run's on another host (namespace hosts share their processes)
+    # another run's, the same run's on another host, and (as root) the same marker in another mount
+    # namespace: another namespace host's (two suites' hosts `a`, a fixed run id, one pid namespace)
     bystanders = [subprocess.Popen(["sleep", "60"], env={**os.environ, scripts.MARKER: value})
                   for value in (f"a:{other}", f"b:{run}")]
+    if os.geteuid() == 0:
+        bystanders.append(subprocess.Popen(["unshare", "--mount", "sleep", "60"],
+                                           env={**os.environ, scripts.MARKER: f"a:{run}"}))
     try:
         time.sleep(0.3)
         res = subprocess.run(["sh", "-s"], input=scripts.cleanup("a", str(run)),

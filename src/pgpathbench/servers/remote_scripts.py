@@ -17,7 +17,7 @@ LEDGER = "ledger"
 ACCOUNT = "pgpathbench"   # the servers' account on a host logged into as root
 # Exported by every script a run sends (HostWorkspace.marked), valued the host's name and the run's
 # directory: each process a script starts inherits it, so that CLEANUP finds what still runs of the
-# run there (the name too: namespace hosts, as the tests make them, see each other's processes).
+# run there.
 MARKER = "PGPB_RUN"
 
 
@@ -182,11 +182,14 @@ for data in $(sed -n 's/^server //p' "$led"); do
   kill -KILL "$pid" 2>/dev/null && echo "killed $pid" || echo "stopped $pid"
 done
 # A script of the run whose ssh was cut runs on (an interrupted initdb writes into the directory rm
-# removes, and leaves it): each process carrying the run's marker is killed, until none is left.
+# removes, and leaves it): each process carrying the run's marker is killed, until none is left;
+# only in this shell's mount namespace: namespace hosts (the tests') share one pid namespace.
+mnt=$(readlink /proc/$$/ns/mnt)
 pass=0
 while [ $pass -lt 5 ]; do
   found=
   for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$mnt" ] || continue
     tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qxF {marker} || continue
     kill -KILL "${{p#/proc/}}" 2>/dev/null && found="$found ${{p#/proc/}}"
   done
