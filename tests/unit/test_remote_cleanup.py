@@ -32,7 +32,7 @@ def test_cleanup_kills_what_still_runs_with_the_runs_marker_then_removes_its_dir
                                            env={**os.environ, scripts.MARKER: f"a:{run}"}))
     try:
         time.sleep(0.3)
-        res = subprocess.run(["sh", "-s"], input=scripts.cleanup("a", str(run)),
+        res = subprocess.run(["sh", "-s"], input=scripts.exported("a", str(run)) + scripts.cleanup("a", str(run)),
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         assert writer.wait(timeout=10) == -9
@@ -48,7 +48,7 @@ def test_cleanup_kills_what_still_runs_with_the_runs_marker_then_removes_its_dir
 def test_the_marker_a_script_exports_is_the_one_cleanup_looks_for(tmp_path):
     """A marked script's processes carry exactly the line CLEANUP greps /proc/PID/environ for."""
     run = "/var/lib/pgpathbench/runs/20261128-000000-abcd"
-    env = subprocess.run(["sh", "-s"], input=scripts.marked("a b", run, "env"), capture_output=True, text=True,
+    env = subprocess.run(["sh", "-s"], input=scripts.exported("a b", run) + "env", capture_output=True, text=True,
                          check=True).stdout.splitlines()
     wanted = scripts.cleanup("a b", run).split("grep -qxF ", 1)[1].split(" ||", 1)[0]
     assert f"{scripts.MARKER}=a b:{run}" in env and wanted == shlex.quote(f"{scripts.MARKER}=a b:{run}")

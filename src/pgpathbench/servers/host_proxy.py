@@ -54,8 +54,7 @@ class HostToxiproxy(ToxiproxyServer):
 
     def start(self) -> "HostToxiproxy":
         place = self.place.prepare()
-        res = place.connection.send(place.marked(scripts.render(scripts.SHIP_PROXY, dir=self.dir,
-                                                                ledger=f"{place.dir}/ledger")),
+        res = place.connection.send(scripts.render(scripts.SHIP_PROXY, dir=self.dir, ledger=f"{place.dir}/ledger"),
                                     self.binary.read_bytes())
         if res.returncode != 0 or res.stdout.split()[:1] != [self.sha256]:
             raise place.failed(res, f"shipping toxiproxy-server (sha256 {self.sha256[:12]}; there: "

@@ -176,6 +176,7 @@ class Connection:
     control_dir: Path
     master: subprocess.Popen | None = None
     route: Route | None = None         # where the ssh config sends it (ssh -G), once opened
+    prefix: str = ""                   # shell run before each script and command (a run's marker)
     _log: Path | None = field(default=None, repr=False)
 
     @property
@@ -237,7 +238,7 @@ class Connection:
         if self.lost:
             return self._ended(["sh", "-s"])
         return subprocess.run(self._ssh("-S", str(self.control_path), "--", self.spec.destination, "sh -s"),
-                              input=script, capture_output=True, text=True, timeout=timeout)
+                              input=self.prefix + script, capture_output=True, text=True, timeout=timeout)
 
     def send(self, command: str, data: bytes, timeout: float = 600) -> subprocess.CompletedProcess:
         """A command (paths only: it is on the host's command line) reading `data` on its stdin: how a
@@ -251,7 +252,8 @@ class Connection:
         if self.lost:
             return self._ended([command])
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(self._ssh("-S", str(self.control_path), "--", self.spec.destination, command),
+            proc = subprocess.Popen(self._ssh("-S", str(self.control_path), "--", self.spec.destination,
+                                              self.prefix + command),
                                     stdin=subprocess.PIPE, stdout=out, stderr=err)
             try:
                 with proc.stdin:

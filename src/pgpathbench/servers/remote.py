@@ -107,6 +107,8 @@ class HostWorkspace:
             return self
         self.facts = HostFacts.parse(self.output(FACTS_SCRIPT, "reading the host's facts"))
         self.ledger.add(self.run_id, self.connection, self.dir)   # before anything is made there
+        # every script and command from here on exports the run's marker (CLEANUP's)
+        self.connection.prefix = scripts.exported(self.name, self.dir)
         out = self.output(scripts.render(scripts.PREPARE, run=self.dir, account=scripts.ACCOUNT),
                           "making the run's directory")
         connection = next((line.split("=", 1)[1].split() for line in out.splitlines()
@@ -154,7 +156,7 @@ class HostWorkspace:
         def write(stdin) -> None:
             with tarfile.open(fileobj=stdin, mode="w|") as tar:
                 tar.add(engine.TREE, arcname=".")
-        res = self.connection.stream(self.marked(scripts.render(scripts.UNPACK_TREE, dest=dest, bindir=bindir)), write)
+        res = self.connection.stream(scripts.render(scripts.UNPACK_TREE, dest=dest, bindir=bindir), write)
         if res.returncode != 0:
             raise self.failed(res, f"shipping PostgreSQL 15 with Citus {version}")
         return bindir, f"{tree.origin}, shipped to the host ({res.stdout.strip()})"
@@ -166,19 +168,14 @@ class HostWorkspace:
         stream = io.BytesIO()
         with tarfile.open(fileobj=stream, mode="w") as tar:
             tar.add(local, arcname=".")
-        res = self.connection.send(self.marked(scripts.render(scripts.UNPACK, dest=dest)), stream.getvalue())
+        res = self.connection.send(scripts.render(scripts.UNPACK, dest=dest), stream.getvalue())
         if res.returncode != 0 or f") {bundle.server_version}" not in res.stdout:
             raise self.failed(res, f"shipping PostgreSQL {bundle.version}")
         return f"{dest}/bin", f"{bundle.coordinates}, shipped to the host ({res.stdout.strip()})"
 
-    def marked(self, script: str) -> str:
-        """The script (or command) with the run's marker exported: every process it starts carries it,
-        so that CLEANUP ends one still running after its ssh was cut (an interrupted initdb)."""
-        return scripts.marked(self.name, self.dir, script)
-
-    def output(self, script: str, what: str, timeout: float = 120, mark: bool = True) -> str:
+    def output(self, script: str, what: str, timeout: float = 120) -> str:
         try:
-            res = self.connection.run(self.marked(script) if mark and self.facts else script, timeout=timeout)
+            res = self.connection.run(script, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise HostLost(f"host {self.name}: {what} took more than {timeout:.0f} s") from None
         if res.returncode != 0:
@@ -195,7 +192,7 @@ class HostWorkspace:
         """Everything of the run there (its ledger's), then this machine's entry; what was done."""
         if self.facts is None:
             return []
-        done = self.output(scripts.cleanup(self.name, self.dir), "removing the run's directory", mark=False)
+        done = self.output(scripts.cleanup(self.name, self.dir), "removing the run's directory")
         self.ledger.forget(self.run_id, self.name)
         return [f"host {self.name}: {line}" for line in done.splitlines() if line.strip()]
 
@@ -322,8 +319,7 @@ class RemoteCluster(Statements):
             with tarfile.open(fileobj=stdin, mode="w|") as tar:
                 for name, path in files.items():
                     tar.add(path, arcname=name)
-        res = self.host.connection.stream(self.host.marked(scripts.render(scripts.FILES, dest=dest,
-                                                                          ledger=self._values()["ledger"])),
+        res = self.host.connection.stream(scripts.render(scripts.FILES, dest=dest, ledger=self._values()["ledger"]),
                                           write, timeout=SHIP_TIMEOUT_S)
         what = f"shipping {len(files)} files for {self.name}"
         if res.returncode != 0:

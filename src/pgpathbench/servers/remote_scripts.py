@@ -15,15 +15,15 @@ import shlex
 
 LEDGER = "ledger"
 ACCOUNT = "pgpathbench"   # the servers' account on a host logged into as root
-# Exported by every script a run sends (HostWorkspace.marked), valued the host's name and the run's
-# directory: each process a script starts inherits it, so that CLEANUP finds what still runs of the
-# run there.
+# Exported by every script a run sends (its Connection's prefix, HostWorkspace.prepare), valued the
+# host's name and the run's directory: each process a script starts inherits it, so that CLEANUP
+# finds what still runs of the run there.
 MARKER = "PGPB_RUN"
 
 
-def marked(host: str, run: str, script: str) -> str:
-    """The script with the marker of run directory `run` on host `host` (its --host name) exported."""
-    return f"{MARKER}={shlex.quote(f'{host}:{run}')}; export {MARKER}; {script}"
+def exported(host: str, run: str) -> str:
+    """The shell that exports the marker of run directory `run` on host `host` (its --host name)."""
+    return f"{MARKER}={shlex.quote(f'{host}:{run}')}; export {MARKER}; "
 
 
 def cleanup(host: str, run: str) -> str:
@@ -169,6 +169,7 @@ PGPB_BODY_END
 # cwd) gets an immediate shutdown, then SIGKILL; the run's directory goes, then the directories we
 # created above it when empty, then an account we created when no other run of ours is there.
 CLEANUP = r"""
+unset PGPB_RUN   # sent marked as any script: what CLEANUP runs is not the run's to kill
 run={run}
 led="$run/ledger"
 [ -f "$led" ] || {{ echo "nothing"; exit 0; }}
