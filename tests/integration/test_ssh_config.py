@@ -21,12 +21,13 @@ from pathlib import Path
 import pytest
 
 from pgpathbench import scratch
+from pgpathbench.procs import cmdline, processes_in
 from pgpathbench.servers.host_ledger import HostLedger
 from pgpathbench.servers.hosts import Hosts, SshSettings, parse_host
 from pgpathbench.servers.network import available_link_kinds
 from pgpathbench.servers.remote import HostWorkspace
 
-from conftest import REPO, assert_user_error, cmdlines, pgpathbench, report_json
+from conftest import REPO, assert_user_error, pgpathbench, report_json
 from hosts import JUMP_PORT, LOGIN, SshHosts
 
 pytestmark = [pytest.mark.integration,
@@ -65,15 +66,8 @@ def known(hosts, ws: Path) -> Path:
 def ours_left(config: Path) -> list[str]:
     """Our ssh processes (a master, a jump's ssh -W) still running: any that read this config, of
     this checkout (their working directory, inherited: two suites side by side use the same aliases)."""
-    return [cmd for pid, cmd in cmdlines().items() if cmd.startswith("ssh ") and _cwd(pid) == REPO and
+    return [cmd for cmd in map(cmdline, processes_in(REPO)) if cmd.startswith("ssh ") and
             ("balias" in cmd or "bhidden" in cmd or "aalias" in cmd or str(config) in cmd)]
-
-
-def _cwd(pid: int) -> Path | None:
-    try:
-        return Path(os.readlink(f"/proc/{pid}/cwd"))
-    except OSError:
-        return None
 
 
 def test_b_lets_in_no_direct_login(hosts):
