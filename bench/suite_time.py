@@ -37,11 +37,19 @@ TARGETS = {"test_s": 15 * 60, "demo_s": 120, "first_table_s": 60}
 SUMMARY = re.compile(r"=* ?(.*\b(?:passed|failed)\b.* in [\d.]+s.*?) ?=*$")
 
 
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, all) jiffies of every core since boot, from /proc/stat's first line."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]   # idle and iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
 class Load:
-    """The 1-minute load average sampled every 5 s while a run goes on."""
+    """The 1-minute load average sampled every 5 s while a run goes on, and the cores' busy share over
+    the run (/proc/stat: whether the run left the cores idle part of the time)."""
 
     def __init__(self):
-        self.samples, self._stop = [self.now()], threading.Event()
+        self.samples, self._stop, self._jiffies = [self.now()], threading.Event(), cpu_jiffies()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 
@@ -56,8 +64,9 @@ class Load:
     def stop(self) -> dict:
         self._stop.set()
         self._thread.join()
+        (busy0, all0), (busy1, all1) = self._jiffies, cpu_jiffies()
         return {"load_start": self.samples[0], "load_mean": round(statistics.fmean(self.samples), 2),
-                "load_max": max(self.samples)}
+                "load_max": max(self.samples), "cpu_busy": round((busy1 - busy0) / max(all1 - all0, 1), 3)}
 
 
 def clone(branch: str, dest: Path) -> None:
@@ -198,6 +207,13 @@ def run_pair(branch: str, base: Path, logs: Path, n: int) -> dict:
     return row
 
 
+def machine() -> dict:
+    """What the runs ran on: machines of one kind differ up to 1.8x between sessions (bench/README.md)."""
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown")
+    return {"cpu": model, "cores": os.cpu_count(), "test_workers": os.environ.get("TEST_WORKERS", "Makefile's")}
+
+
 def medians(rows: list[dict]) -> dict:
     out = {}
     for key in TARGETS:
@@ -216,7 +232,8 @@ def main() -> int:
                                                        capture_output=True, text=True).stdout.strip())
     ap.add_argument("--save", help="write every run and the medians to this JSON file")
     args = ap.parse_args()
-    base, rows = Path(args.dir), []
+    base, rows, host = Path(args.dir), [], machine()
+    print(json.dumps(host), flush=True)
     logs = base / "suite-time-logs"
     logs.mkdir(parents=True, exist_ok=True)
     for what in args.what.split(","):
@@ -229,7 +246,7 @@ def main() -> int:
     for key, value in found.items():
         print(f"{'ok  ' if value < TARGETS[key] else 'FAIL'} median {key}: {value:.1f} s (target < {TARGETS[key]} s)")
     if args.save:
-        Path(args.save).write_text(json.dumps({"branch": args.branch, "runs": rows, "medians": found}, indent=1) + "\n")
+        Path(args.save).write_text(json.dumps({"branch": args.branch, "machine": host, "runs": rows, "medians": found}, indent=1) + "\n")
     print(f"logs in {logs}")
     return 0 if all(r["ok"] for r in rows) and all(v < TARGETS[k] for k, v in found.items()) else 1
 
