@@ -208,35 +208,26 @@ def test_report_ranks_candidates_as_the_seed_did(quick):
 
 def test_connect_per_query_is_far_slower_than_connect_once(quick):
     _, rep, _ = quick
-    duration = medians_by_case(rep["measurements"], "duration_ms")     # the seed's: the command's wall time
     total = medians_by_case(rep["measurements"], "total_ms")           # the client's own, without process start
     connect = medians_by_case(rep["measurements"], "connect_ms")
-    ratios = {}
-    for case, each in duration.items():
-        if ":sql001:each:" in case:
-            once = case.replace(":sql001:each:", ":sql001:once:")
-            ratios[case] = each / duration[once]
-            c_client = case.startswith(("libpq:", "odbc:"))
-            # For JDBC and psycopg the process start (JVM, interpreter: hundreds of ms, varying with the
-            # machine's load) is most of the seed's duration of a short run, and can hide 50 connections
-            # of a few ms: their cost is asserted below on the client's own clock, without the start.
-            # ODBC's start (the driver manager loading psqlODBC) outweighs 50 quick unix connections on
-            # an idle machine (1.7x seen): libpq's start alone is small enough for the seed's clock.
-            if case.startswith("libpq:"):
-                assert ratios[case] > 4, (case, ratios[case])
-            # without the JVM's or the interpreter's start, which does not depend on the strategy. For
-            # JDBC and psycopg their per-query work narrows it with the machine's load (1.43x seen with two
-            # suites side by side): their cost is the connections' own, asserted below.
-            if c_client:
-                assert total[case] / total[once] > 5, (case, total[case], total[once])
-            # 50 connections instead of 1: each further one costs a server process and its authentication
-            # (JDBC's first one also loads the driver's classes, so only the others are compared)
-            assert (connect[case] - connect[once]) / 49 > 1.0, (case, connect[case], connect[once])   # ms
-            if not case.startswith("jdbc:"):
-                # 50 connections against 1 (9.7x seen with three test suites on two cores)
-                assert connect[case] > 5 * connect[once], (case, connect[case], connect[once])
-    assert len(ratios) == 30
-    assert statistics.median(ratios.values()) > 3, ratios
+    each_cases = [case for case in total if ":sql001:each:" in case]
+    assert len(each_cases) == 30
+    for case in each_cases:
+        once = case.replace(":sql001:each:", ":sql001:once:")
+        c_client = case.startswith(("libpq:", "odbc:"))
+        # On the client's own clock, without the process's start: on the seed's (the command's wall
+        # time) a busy machine's scheduling delay can match the once case's few ms (libpq each/once
+        # 2.86x seen with two suites side by side); bench/connect_per_query.py checks that ratio
+        # idle. For JDBC and psycopg their per-query work narrows it with the machine's load (1.43x
+        # seen with two suites side by side): their cost is the connections' own, asserted below.
+        if c_client:
+            assert total[case] / total[once] > 5, (case, total[case], total[once])
+        # 50 connections instead of 1: each further one costs a server process and its authentication
+        # (JDBC's first one also loads the driver's classes, so only the others are compared)
+        assert (connect[case] - connect[once]) / 49 > 1.0, (case, connect[case], connect[once])   # ms
+        if not case.startswith("jdbc:"):
+            # 50 connections against 1 (9.7x seen with three test suites on two cores)
+            assert connect[case] > 5 * connect[once], (case, connect[case], connect[once])
 
 
 def test_jdbc_normal_holds_far_more_memory_than_its_cursor_on_the_largest_result(quick):
