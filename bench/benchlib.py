@@ -22,3 +22,12 @@ def run_then_report(run_args: list[str], workspace: str | None) -> tuple[float, 
     report = subprocess.run([*cli, "report", "latest", "--format", "json", *ws],
                             capture_output=True, text=True, check=True).stdout
     return wall, json.loads(report)
+
+
+def by_case(export: dict, metric: str) -> dict[str, dict[int, float]]:
+    """A metric of a run's successful measurements (a report's or an export's JSON), by case, then round."""
+    out: dict[str, dict[int, float]] = {}
+    for m in export["measurements"]:
+        if m["ok"] and metric in m["metrics"]:
+            out.setdefault(m["case_id"], {})[m["round"]] = m["metrics"][metric]
+    return out

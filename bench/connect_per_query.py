@@ -19,7 +19,7 @@ import argparse
 import statistics
 import sys
 
-from benchlib import run_then_report
+from benchlib import by_case, run_then_report
 from pgpathbench.stats import ratio_summary
 
 LIBPQ_TARGET, ALL_TARGET = 4.0, 3.0
@@ -38,10 +38,7 @@ def main() -> int:
     if done is None:
         return 1
     _, report = done
-    durations: dict[str, dict[int, float]] = {}
-    for m in report["measurements"]:
-        if m["ok"]:
-            durations.setdefault(m["case_id"], {})[m["round"]] = m["metrics"]["duration_ms"]
+    durations = by_case(report, "duration_ms")
     print(f"run {report['run']['run_id']}, load average at start "
           f"{report['run']['environment']['sessions'][0].get('machine', {}).get('load_avg_at_start')}")
     met, medians = True, []

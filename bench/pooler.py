@@ -32,6 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchlib import by_case
 from pgpathbench.stats import ratio_summary, summarise
 
 DIRECT = "ro:local:{clients}:0ms:15:simple"
@@ -53,14 +54,6 @@ def measure(rounds: int, duration: int, clients: int, workspace: Path, with_tls:
          "--clients", str(clients), "--connect", "each", "--duration", str(duration), "--repeat", str(rounds),
          workspace=workspace)
     return json.loads(tool("export", "latest", "--format", "json", workspace=workspace).stdout)
-
-
-def by_case(export: dict, metric: str) -> dict[str, dict[int, float]]:
-    out: dict[str, dict[int, float]] = {}
-    for m in export["measurements"]:
-        if m["ok"] and metric in m["metrics"]:
-            out.setdefault(m["case_id"], {})[m["round"]] = m["metrics"][metric]
-    return out
 
 
 def summary_lines(export: dict, clients: int) -> list[str]:
