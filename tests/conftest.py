@@ -40,6 +40,18 @@ LONGEST_FIRST = ("test_robustness.py", "test_place.py", "test_interfaces.py", "t
                  "test_hosts.py")
 
 
+def stop_as_interrupted(signum, frame):
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
+def pytest_configure(config):
+    """A make test stopped by SIGTERM (a CI timeout, `kill` of its process group) ends as Ctrl-C
+    does: pytest then tears the session's fixtures down (their servers, namespaces with an sshd,
+    stopped runs), which Python's default for SIGTERM, an immediate exit, skips. In the controller
+    and in each xdist worker (both read this file)."""
+    signal.signal(signal.SIGTERM, stop_as_interrupted)
+
+
 def pytest_collection_modifyitems(config, items):
     """Integration modules first (the longest of them first), unit and CLI tests last. xdist
     (loadscope) hands each module to one worker whole, so that its module-scoped fixtures (a whole
