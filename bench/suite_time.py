@@ -234,7 +234,8 @@ def main() -> int:
     args = ap.parse_args()
     base, rows, host = Path(args.dir), [], machine()
     print(json.dumps(host), flush=True)
-    logs = base / "suite-time-logs"
+    # One folder per invocation: the next run's logs never overwrite a failed one's (stop 58 lost a pair's).
+    logs = base / "suite-time-logs" / time.strftime("%Y%m%d-%H%M%S")
     logs.mkdir(parents=True, exist_ok=True)
     for what in args.what.split(","):
         for n in range(1, args.runs + 1):
@@ -246,7 +247,8 @@ def main() -> int:
     for key, value in found.items():
         print(f"{'ok  ' if value < TARGETS[key] else 'FAIL'} median {key}: {value:.1f} s (target < {TARGETS[key]} s)")
     if args.save:
-        Path(args.save).write_text(json.dumps({"branch": args.branch, "machine": host, "runs": rows, "medians": found}, indent=1) + "\n")
+        Path(args.save).write_text(json.dumps({"branch": args.branch, "machine": host, "logs": str(logs), "runs": rows,
+                                               "medians": found}, indent=1) + "\n")
     print(f"logs in {logs}")
     return 0 if all(r["ok"] for r in rows) and all(v < TARGETS[k] for k, v in found.items()) else 1
 

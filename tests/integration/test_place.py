@@ -35,7 +35,7 @@ from pgpathbench.servers.hosts import Hosts, HostSpec, SshSettings
 from pgpathbench.servers.network import available_link_kinds
 from pgpathbench.servers.remote import HostWorkspace, RemoteCluster
 
-from conftest import cmdlines, pgpathbench, report_json, spawn_pgpathbench
+from conftest import cmdlines, pgpathbench, placed_passwords, report_json, spawn_pgpathbench
 from hosts import LOGIN, SshHosts
 
 pytestmark = [pytest.mark.integration,
@@ -210,7 +210,7 @@ def watch(proc: subprocess.Popen, hosts, ws: Path, placed: dict[str, str] | None
     # our hosts' mount namespaces (their sshd's): other tests' namespace hosts run pg15_source too
     mounts = {os.stat(f"/proc/{sshd_pids(h)[0]}/ns/mnt").st_ino for h in hosts.hosts.values()}
     while proc.poll() is None:
-        passwords |= {f.read_text().rsplit(":", 1)[-1].strip() for f in ws.glob("servers/*/*.pgpass")}
+        passwords |= placed_passwords(ws)
         runs = [p.name for p in ws.glob("servers/*")]   # this run's id: its directory there is runs/ID
         for pid, cmd in cmdlines().items():
             if "pgpathbench.cli" in cmd:

@@ -20,7 +20,7 @@ import pytest
 
 from pgpathbench.servers.network import available_link_kinds
 
-from conftest import cmdlines, report_json, spawn_pgpathbench
+from conftest import cmdlines, placed_passwords, report_json, spawn_pgpathbench
 from hosts import LOGIN, SshHosts
 from test_place import accounts, known, ours_on
 
@@ -42,7 +42,7 @@ def watch(proc, hosts, ws, placed=PLACED):
     worker's postmaster's network namespace, our files seen on each host, the password files' secrets."""
     seen, netns, shipped, passwords = [], {n: set() for n in placed}, {n: set() for n in placed}, set()
     while proc.poll() is None:
-        passwords |= {f.read_text().rsplit(":", 1)[-1].strip() for f in ws.glob("servers/*/*.pgpass")}
+        passwords |= placed_passwords(ws)
         runs = [p.name for p in ws.glob("servers/*")]
         for pid, cmd in cmdlines().items():
             if "pgpathbench.cli" in cmd:
