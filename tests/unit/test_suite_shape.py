@@ -1,5 +1,11 @@
-"""The suite's own shape: what would break `make test`'s collection while `make check` passes."""
+"""The suite's own shape: what would break `make test`'s collection while `make check` passes, and
+its teardown when a `make test` is stopped."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -32,11 +38,6 @@ def test_waits(made):
 def test_a_suite_stopped_by_sigterm_tears_its_fixtures_down(tmp_path):
     """A make test killed by SIGTERM to its process group (a CI timeout) still runs the session's
     teardown, in an xdist worker as in `make test`: a real pytest of one test stopped half-way."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
     (tmp_path / "test_stopped.py").write_text(STOPPED_SUITE)
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider", "-n", "1",
