@@ -2,7 +2,7 @@
 certificate, the server settings and the client options, in one place each.
 
 A run with TLS cases gets a CA of its own (servers/RUN/tls/: made with the `cryptography` package,
-never by an openssl command line) and every managed server a certificate signed by it whose
+never by an openssl command line, in certificates.py) and every managed server a certificate signed by it whose
 subject alternative names are the addresses and names clients reach it by: 127.0.0.1, localhost,
 and its network namespace's address. Keys are 0600 and belong to the servers' OS user; nothing is
 written outside the run's directory, so what removes a run's files (its end, `clean`, a resumed
@@ -17,24 +17,15 @@ clients that connect and leave within it is the server's record, not a guess.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import os
 import re
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from ..procs import OsUser
 
 OFF, ON = "off", "on"
 VALUES = (OFF, ON)
-VALID_DAYS = 30
 LOCAL_NAMES = ("127.0.0.1", "localhost")   # a server's loopback (and a proxy's address on it)
 
 
@@ -56,41 +47,27 @@ class Authority:
         """What clients verify servers against (sslrootcert)."""
         return self.directory / "ca.crt"
 
-    def _load(self) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    def _load(self) -> tuple[bytes, bytes]:
+        """The CA's key and certificate (PEM), made now if missing."""
+        from . import certificates   # cryptography only where a run makes certificates
         key_path = self.directory / "ca.key"
         if not key_path.exists() or not self.root_cert.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
             os.chmod(self.directory, 0o700)
             self.user.chown(self.directory)
-            key = ec.generate_private_key(ec.SECP256R1())
-            # A name of its own: verification looks an issuer up by name, so another CA by the same name
-            # would fail only at its signature (OpenSSL's obscure "EVP lib"), not as an unknown issuer.
-            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"pgpathbench run CA {secrets.token_hex(6)}")])
-            cert = (_builder(name, name, key.public_key())
-                    .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-                    .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
-                                   critical=True)
-                    .sign(key, hashes.SHA256()))
-            self._write(key_path, _key_pem(key))
-            self._write(self.root_cert, cert.public_bytes(serialization.Encoding.PEM), mode=0o644)
+            key, cert = certificates.new_ca()
+            self._write(key_path, key)
+            self._write(self.root_cert, cert, mode=0o644)
             return key, cert
-        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
-        return key, x509.load_pem_x509_certificate(self.root_cert.read_bytes())
+        return key_path.read_bytes(), self.root_cert.read_bytes()
 
     def issue(self, name: str, hosts: tuple[str, ...]) -> ServerFiles:
         """A certificate for server `name` valid for `hosts` (addresses or names) besides loopback."""
-        ca_key, ca_cert = self._load()
-        key = ec.generate_private_key(ec.SECP256R1())
-        alt_names = [_alt_name(h) for h in dict.fromkeys((*LOCAL_NAMES, *hosts))]
-        cert = (_builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]), ca_cert.subject,
-                         key.public_key())
-                .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-                .sign(ca_key, hashes.SHA256()))
+        from . import certificates
+        key, cert = certificates.issue(*self._load(), name, tuple(dict.fromkeys((*LOCAL_NAMES, *hosts))))
         files = ServerFiles(self.directory / f"{name}.crt", self.directory / f"{name}.key")
-        self._write(files.key, _key_pem(key))
-        self._write(files.cert, cert.public_bytes(serialization.Encoding.PEM), mode=0o644)
+        self._write(files.key, key)
+        self._write(files.cert, cert, mode=0o644)
         return files
 
     def _write(self, path: Path, data: bytes, mode: int = 0o600) -> None:
@@ -100,25 +77,6 @@ class Authority:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         self.user.chown(path)
-
-
-def _builder(subject: x509.Name, issuer: x509.Name, public_key) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=VALID_DAYS)))
-
-
-def _key_pem(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-
-
-def _alt_name(host: str) -> x509.GeneralName:
-    try:
-        return x509.IPAddress(ipaddress.ip_address(host))
-    except ValueError:
-        return x509.DNSName(host)
 
 
 # -- the server's side and the client's ---------------------------------------------------------
