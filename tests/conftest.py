@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import io
 import itertools
 import json
@@ -66,10 +68,41 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)
 
 
+# -- where the suite's workspaces go ----------------------------------------------------------------
+# A tmpfs when it has room: on these machines' ext4 (a virtio disk mounted with discard) the suite
+# waited on the disk for its servers' fsyncs, initdb and the templates' copies. Two runs each of
+# tests/integration/test_set.py, interleaved, two suites beside: on disk 155-159 s, the process
+# tree's CPU 56-58 s; on /dev/shm 99-108 s and 47-48 s. TEST_WORKSPACES=disk keeps them on disk.
+SHM, SHM_ROOM = Path("/dev/shm"), 8 << 30
+
+
+@functools.cache
+def workspace_base() -> Path:
+    """The folder of the suite's workspaces: one of this checkout's own on /dev/shm (a suite in
+    another clone has another) when it has SHM_ROOM free, else the repository's .workspace. Never
+    /tmp/pytest-of-*: that is 0700, and servers run as another user."""
+    if os.environ.get("TEST_WORKSPACES") != "disk" and SHM.is_dir() and shutil.disk_usage(SHM).free >= SHM_ROOM:
+        base = SHM / f"pgpathbench-tests-{hashlib.sha1(str(REPO).encode()).hexdigest()[:10]}"
+        base.mkdir(mode=0o711, exist_ok=True)
+        return base
+    return REPO / ".workspace"
+
+
+def pytest_report_header(config):
+    return f"workspaces: {workspace_base()}"
+
+
+def pytest_unconfigure(config):
+    """The suite's folder on /dev/shm removed when empty (the last session out; its workspaces are
+    removed by their fixtures)."""
+    if workspace_base().parent == SHM and not hasattr(config, "workerinput"):
+        with contextlib.suppress(OSError):
+            workspace_base().rmdir()
+
+
 @pytest.fixture(scope="session")
 def workspace_root():
-    # Under the repository, not /tmp/pytest-of-*: that is 0700, and servers run as another user.
-    root = REPO / ".workspace" / f"test-{os.getpid()}-{secrets.token_hex(2)}"
+    root = workspace_base() / f"test-{os.getpid()}-{secrets.token_hex(2)}"
     yield root
     close_workspace(root)
 

@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from conftest import workspace_base
+
 REPO = Path(__file__).resolve().parent.parent
 RUNNABLE = "sh runnable"
 COMMANDS = ("run", "studies", "runs", "report", "export", "compare", "doctor", "clean")
@@ -151,7 +153,7 @@ def run_block(block: Block, timeout: float = 600) -> subprocess.CompletedProcess
     """The block in bash (-e: every command must succeed), as a reader would type it: pgpathbench
     on the PATH, in a throwaway workspace that is its working directory too, removed after (under
     the repository: servers run as another user, who cannot enter pytest's 0700 temp dirs)."""
-    home = REPO / ".workspace" / f"docs-{os.getpid()}-{secrets.token_hex(3)}"
+    home = workspace_base() / f"docs-{os.getpid()}-{secrets.token_hex(3)}"
     home.mkdir(parents=True)
     bindir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "PGPATHBENCH_HOME": str(home),

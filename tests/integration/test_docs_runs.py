@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import cmdlines
-from doc_pages import REPO, run_block, runnable_blocks
+from conftest import cmdlines, workspace_base
+from doc_pages import run_block, runnable_blocks
 
 pytestmark = pytest.mark.integration
 
@@ -19,5 +19,5 @@ def test_runnable_block_exits_0(block):
     assert res.returncode == 0, f"{block}: exit {res.returncode}\n{res.stderr[-3000:]}"
     assert res.stdout.strip(), f"{block} printed nothing"
     # this checkout's throwaway workspaces only: a suite running beside this one has its own
-    ours = f"{REPO}/.workspace/docs-"
+    ours = f"{workspace_base()}/docs-"
     assert not [c for c in cmdlines().values() if ours in c], "a server outlived its block"

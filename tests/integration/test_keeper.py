@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, close_workspace, cmdlines, pgpathbench
+from conftest import close_workspace, cmdlines, pgpathbench, workspace_base
 from pgpathbench.procs import pid_alive
 from pgpathbench.store.keeper import KEEPER_PID, LINGER_S
 
@@ -40,7 +40,7 @@ def runs(ws: Path) -> None:
 
 @pytest.fixture(scope="module")
 def workspace():
-    root = REPO / ".workspace" / f"keeper-{os.getpid()}-{secrets.token_hex(2)}"
+    root = workspace_base() / f"keeper-{os.getpid()}-{secrets.token_hex(2)}"
     yield root
     close_workspace(root)
 

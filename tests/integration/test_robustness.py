@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REPO, assert_user_error, close_workspace, cmdlines, netns_of_run, our_processes, pgpathbench,
-                      report_json, spawn_pgpathbench, started_cluster)
+from conftest import (assert_user_error, close_workspace, cmdlines, netns_of_run, our_processes, pgpathbench,
+                      report_json, spawn_pgpathbench, started_cluster, workspace_base)
 from pgpathbench.servers.cluster import socket_dir
 from pgpathbench.workspace import GATE
 
@@ -32,7 +32,7 @@ LINKED = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--tar
 @pytest.fixture
 def ws():
     """A workspace of its own: `latest` is this test's run, `runs` lists only its runs."""
-    root = REPO / ".workspace" / f"robust-{os.getpid()}-{secrets.token_hex(2)}"
+    root = workspace_base() / f"robust-{os.getpid()}-{secrets.token_hex(2)}"
     yield root
     close_workspace(root)
 
