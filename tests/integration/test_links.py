@@ -48,14 +48,18 @@ def test_links_are_probed_before_and_after_every_round(linked_run):
     assert 1.6 < added < 3.0 + busy, (added, busy)
 
 
-def test_ro_tps_through_2ms_link_far_below_direct(linked_run):
+def test_ro_transactions_through_2ms_link_wait_for_its_round_trips(linked_run):
+    """Each transaction through the 2 ms link waits for two of its round trips at least (postgres_fdw
+    makes more), which no load can shorten. How far below the direct path its TPS falls is a timing
+    claim, for an idle machine: bench/link_slowdown.py (both suites of a pair at load 7-12 saw the
+    direct path at 200 TPS in one round, 3.4x the linked one's best)."""
     res, rep = linked_run
-    tps = {}
+    latency = {}
     for m in rep["measurements"]:
-        tps.setdefault(m["case_id"], []).append(m["metrics"]["tps"])
-    assert set(tps) == {"ro:local:1:0ms:15:simple", "ro:fdw_external:1:0ms:15:simple",
-                        "ro:fdw_external:1:2ms:15:simple"}
-    assert max(tps["ro:fdw_external:1:2ms:15:simple"]) * 5 < min(tps["ro:fdw_external:1:0ms:15:simple"])
+        latency.setdefault(m["case_id"], []).append(m["metrics"]["latency_ms"])
+    assert set(latency) == {"ro:local:1:0ms:15:simple", "ro:fdw_external:1:0ms:15:simple",
+                            "ro:fdw_external:1:2ms:15:simple"}
+    assert min(latency["ro:fdw_external:1:2ms:15:simple"]) >= 2 * 2.0
     out = res.stdout
     assert "RO.FDW_external@2ms" in out and "2ms link, " in out
     assert "Cost of a round trip" in out
