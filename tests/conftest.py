@@ -15,6 +15,7 @@ import statistics
 import struct
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -84,7 +85,9 @@ def workspace_base() -> Path:
     if os.environ.get("TEST_WORKSPACES") != "disk" and SHM.is_dir() and shutil.disk_usage(SHM).free >= SHM_ROOM:
         base = SHM / f"pgpathbench-tests-{hashlib.sha1(str(REPO).encode()).hexdigest()[:10]}"
         base.mkdir(mode=0o711, exist_ok=True)
-        return base
+        found = os.lstat(base)   # /dev/shm is everyone's: a folder another user made there is not ours
+        if stat.S_ISDIR(found.st_mode) and found.st_uid == os.geteuid() and not found.st_mode & 0o022:
+            return base
     return REPO / ".workspace"
 
 

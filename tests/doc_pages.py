@@ -151,8 +151,9 @@ def anchors(page: Path) -> set[str]:
 
 def run_block(block: Block, timeout: float = 600) -> subprocess.CompletedProcess:
     """The block in bash (-e: every command must succeed), as a reader would type it: pgpathbench
-    on the PATH, in a throwaway workspace that is its working directory too, removed after (under
-    the repository: servers run as another user, who cannot enter pytest's 0700 temp dirs)."""
+    on the PATH, in a throwaway workspace that is its working directory too, removed after (in the
+    suite's folder, conftest.workspace_base: servers run as another user, who cannot enter pytest's
+    0700 temp dirs)."""
     home = workspace_base() / f"docs-{os.getpid()}-{secrets.token_hex(3)}"
     home.mkdir(parents=True)
     bindir = Path(sys.executable).parent

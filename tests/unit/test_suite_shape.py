@@ -1,5 +1,5 @@
-"""The suite's own shape: what would break `make test`'s collection while `make check` passes, and
-its teardown when a `make test` is stopped."""
+"""The suite's own shape: what would break `make test`'s collection while `make check` passes, its
+teardown when a `make test` is stopped, and where its workspaces go."""
 
 import os
 import signal
@@ -8,6 +8,10 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+import pytest
+
+import conftest
 
 TESTS = Path(__file__).resolve().parent.parent
 
@@ -50,3 +54,30 @@ def test_a_suite_stopped_by_sigterm_tears_its_fixtures_down(tmp_path):
     os.killpg(proc.pid, signal.SIGTERM)
     out = proc.communicate(timeout=60)[0]
     assert (tmp_path / "torn-down").exists(), out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a folder to another user (root only)")
+def test_the_suites_folder_on_shm_is_taken_only_when_it_is_its_own(tmp_path, monkeypatch):
+    """/dev/shm is everyone's: a folder of that name another user made, or anyone may write, is not
+    used (the repository's .workspace is)."""
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    monkeypatch.setattr(conftest, "SHM", shm)
+    monkeypatch.setattr(conftest, "SHM_ROOM", 0)
+    monkeypatch.delenv("TEST_WORKSPACES", raising=False)
+    try:
+        conftest.workspace_base.cache_clear()
+        ours = conftest.workspace_base()
+        assert ours.parent == shm and ours.stat().st_mode & 0o777 == 0o711
+        for owner, mode in ((os.geteuid() + 1, 0o711), (os.geteuid(), 0o777)):
+            os.chown(ours, owner, -1)
+            ours.chmod(mode)
+            conftest.workspace_base.cache_clear()
+            assert conftest.workspace_base() == conftest.REPO / ".workspace", (owner, oct(mode))
+        monkeypatch.setenv("TEST_WORKSPACES", "disk")
+        os.chown(ours, os.geteuid(), -1)
+        ours.chmod(0o711)
+        conftest.workspace_base.cache_clear()
+        assert conftest.workspace_base() == conftest.REPO / ".workspace"
+    finally:
+        conftest.workspace_base.cache_clear()   # the next call sees the real /dev/shm again
