@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -31,3 +32,19 @@ def by_case(export: dict, metric: str) -> dict[str, dict[int, float]]:
         if m["ok"] and metric in m["metrics"]:
             out.setdefault(m["case_id"], {})[m["round"]] = m["metrics"][metric]
     return out
+
+
+def rounds_run(doc: str, run_args: list[str]) -> dict | None:
+    """The command line of a bench that runs one study (--rounds, --workspace), that run, its id and
+    the load at its start printed: the run's report, or None if it failed."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
+    args = ap.parse_args()
+    done = run_then_report([*run_args, "--repeat", str(args.rounds)], args.workspace)
+    if done is None:
+        return None
+    _, report = done
+    print(f"run {report['run']['run_id']}, load average at start "
+          f"{report['run']['environment']['sessions'][0].get('machine', {}).get('load_avg_at_start')}")
+    return report

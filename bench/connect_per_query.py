@@ -15,11 +15,10 @@ start, ODBC's driver manager can outweigh them); the median of every interface's
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 
-from benchlib import by_case, run_then_report
+from benchlib import by_case, rounds_run
 from pgpathbench.stats import ratio_summary
 
 LIBPQ_TARGET, ALL_TARGET = 4.0, 3.0
@@ -30,17 +29,10 @@ RUN = ["interfaces", "--preset", "quick", "--sqlstrat", "sql001:each,sql001:once
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
-    args = ap.parse_args()
-    done = run_then_report([*RUN, "--repeat", str(args.rounds)], args.workspace)
-    if done is None:
+    report = rounds_run(__doc__, RUN)
+    if report is None:
         return 1
-    _, report = done
     durations = by_case(report, "duration_ms")
-    print(f"run {report['run']['run_id']}, load average at start "
-          f"{report['run']['environment']['sessions'][0].get('machine', {}).get('load_avg_at_start')}")
     met, medians = True, []
     for case in sorted(c for c in durations if ":sql001:each:" in c):
         r = ratio_summary(durations[case], durations.get(case.replace(":sql001:each:", ":sql001:once:"), {}))

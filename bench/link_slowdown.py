@@ -12,10 +12,9 @@ above 5 at the lower end of its 95% interval.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from benchlib import by_case, run_then_report
+from benchlib import by_case, rounds_run
 from pgpathbench.stats import ratio_summary
 
 TARGET = 5.0
@@ -26,17 +25,10 @@ RUN = ["fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "fdw
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
-    args = ap.parse_args()
-    done = run_then_report([*RUN, "--repeat", str(args.rounds)], args.workspace)
-    if done is None:
+    report = rounds_run(__doc__, RUN)
+    if report is None:
         return 1
-    _, report = done
     tps = by_case(report, "tps")
-    print(f"run {report['run']['run_id']}, load average at start "
-          f"{report['run']['environment']['sessions'][0].get('machine', {}).get('load_avg_at_start')}")
     r = ratio_summary(tps.get(DIRECT, {}), tps.get(LINKED, {}))
     if r is None:
         print("FAIL: the direct and the linked case were not both measured in a round")
