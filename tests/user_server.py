@@ -46,6 +46,7 @@ from typing import Iterator, NamedTuple
 import psycopg
 from psycopg import sql
 
+from pgpathbench.files import write_atomically
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
 
@@ -103,8 +104,8 @@ class UserServer:
             self._initdb()
             self._configure()
             self._launch()
-            _write_private(self.pgpass_file, "".join(
-                f"{self.address}:{self.port}:*:{u}:{p}\n" for u, p in self._passwords.items()))
+            write_atomically(self.pgpass_file, "".join(
+                f"{self.address}:{self.port}:*:{u}:{p}\n" for u, p in self._passwords.items()), private=True)
             self._set_up_as_dba()
         except BaseException:
             self.stop()
@@ -120,7 +121,7 @@ class UserServer:
             os.chmod(d, 0o700)
             self.user.chown(d)
         pwfile = self.dir / "initdb.pw"     # the password never on a command line (/proc is world-readable)
-        _write_private(pwfile, self._passwords[DBA] + "\n")
+        write_atomically(pwfile, self._passwords[DBA] + "\n", private=True)
         self.user.chown(pwfile)
         try:
             res = self.user.run([str(self.bins.path("initdb")), "-D", str(self.data), "-U", DBA,
@@ -350,7 +351,7 @@ def source_and_external(root: Path) -> Iterator[tuple[UserServer, UserServer]]:
 def use_passfile(monkeypatch, path: Path, *servers: UserServer) -> None:
     """The servers' passwords (app's and dba's) in one libpq password file at `path`, named by
     PGPASSFILE for the rest of the test (its lines are per host:port)."""
-    _write_private(path, "".join(s.pgpass_file.read_text() for s in servers))
+    write_atomically(path, "".join(s.pgpass_file.read_text() for s in servers), private=True)
     monkeypatch.setenv("PGPASSFILE", str(path))
 
 
@@ -358,13 +359,6 @@ def _free_port(address: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((address, 0))
         return s.getsockname()[1]
-
-
-def _write_private(path: Path, text: str) -> None:
-    """text into path, created 0600 (never readable by others, not even for a moment)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
 
 
 def assert_left_as_found(servers, before: dict, ws: Path) -> None:

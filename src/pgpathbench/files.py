@@ -81,18 +81,20 @@ def read_text(path: str | Path, limit: int, what: str) -> str:
     return text_of(read_bounded(path, limit, what), Path(path).expanduser(), what)
 
 
-def write_atomically(target: Path, text: str, overwrite: bool = True) -> None:
+def write_atomically(target: Path, text: str, overwrite: bool = True, private: bool = False) -> None:
     """A temporary file beside the target, renamed over it: readers never see half a file.
-    overwrite=False: FileExistsError if the target exists, even if it appeared meanwhile."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    overwrite=False: FileExistsError if the target exists, even if it appeared meanwhile.
+    private: 0600 from its creation on (a password file: never readable by others, not even for a moment)."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")   # 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        if not private:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
         if overwrite:
             os.replace(tmp, target)
         else:

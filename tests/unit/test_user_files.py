@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 
 import pytest
 
@@ -87,3 +88,21 @@ def test_write_atomically_replaces_only_when_told(tmp_path):
     files.write_atomically(target, "three")
     assert target.read_text() == "three"
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"], "no temporary file is left"
+
+
+def test_a_private_file_is_never_readable_by_others_nor_seen_half_written(tmp_path):
+    """A password file: 0600 from its creation, whatever the umask, and replaced whole (a reader
+    that opens it while it is rewritten reads the old text or the new, never an empty file)."""
+    target = tmp_path / "pgpass"
+    umask = os.umask(0)
+    try:
+        files.write_atomically(target, "*:*:*:u:one\n", private=True)
+        assert stat.S_IMODE(target.stat().st_mode) == 0o600
+        reader = open(target)
+        files.write_atomically(target, "*:*:*:u:two\n", private=True)
+    finally:
+        os.umask(umask)
+    with reader:
+        assert reader.read() == "*:*:*:u:one\n", "the open file was truncated under its reader"
+    assert target.read_text() == "*:*:*:u:two\n" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["pgpass"]

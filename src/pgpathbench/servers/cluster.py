@@ -33,6 +33,7 @@ import psycopg.sql
 
 from ..errors import ServerRefused, UserError
 from ..evidence import Watched
+from ..files import write_atomically
 from ..procs import OsUser, password_env
 from . import template
 from .binaries import PgBinaries
@@ -120,7 +121,7 @@ class Cluster(Statements):
         cluster initialised by an earlier version has only the password file)."""
         path = self.root / "pgpass"
         if not path.exists() and self.password_file.exists():
-            _write_private(path, f"*:*:*:{SUPERUSER}:{_pgpass_escape(self.password)}\n")
+            write_atomically(path, f"*:*:*:{SUPERUSER}:{_pgpass_escape(self.password)}\n", private=True)
         return path
 
     def client_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -141,7 +142,7 @@ class Cluster(Statements):
             os.chmod(d, 0o700)
             self.user.chown(d)
         secret = self.secret or secrets.token_urlsafe(24)
-        _write_private(self.password_file, secret + "\n")
+        write_atomically(self.password_file, secret + "\n", private=True)
         (self.root / "pgpass").unlink(missing_ok=True)    # the passfile property writes it anew
         # Made aside and renamed once whole: an initdb killed half-way leaves no cluster that looks made.
         staging = self.root / "data.initdb"
@@ -157,8 +158,7 @@ class Cluster(Statements):
 
     def _initdb(self, staging: Path, secret: str) -> subprocess.CompletedProcess:
         pwfile = self.root / "initdb.pw"
-        pwfile.write_text(secret + "\n")
-        os.chmod(pwfile, 0o600)
+        write_atomically(pwfile, secret + "\n", private=True)
         self.user.chown(pwfile)
         try:
             return template.initdb(self.bins, self.user, staging, SUPERUSER, f"--pwfile={pwfile}")
@@ -412,13 +412,6 @@ def _failed(what: str, returncode: int | None, output: str, log: Path | None = N
     if returncode is None:
         return ServerRefused(f"{what} failed: not ready within {START_TIMEOUT_S} s{where}")
     return ServerRefused.of(what + where, output, returncode)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """text into path, created 0600 (never readable by others, not even for a moment)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
 
 
 def _pgpass_escape(value: str) -> str:

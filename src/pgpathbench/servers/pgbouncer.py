@@ -45,9 +45,10 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from ..errors import ServerRefused, UserError
+from ..files import write_atomically
 from ..procs import OsUser, cmdline, end_process, password_env, pid_alive
 from . import guc, tls as tls_
-from .cluster import SUPERUSER, _pgpass_escape, _write_private, free_port, socket_dir
+from .cluster import SUPERUSER, _pgpass_escape, free_port, socket_dir
 from .tls import ServerFiles
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ class Pooler:
         if self.server.netns:
             hba += f"host all {login} {self.server.netns['host_addr']}/32 scram-sha-256\n"
         for name, text in (("hba.conf", hba), ("pgbouncer.ini", self.config())):
-            _write_private(self.root / name, text)
+            write_atomically(self.root / name, text, private=True)
             self.user.chown(self.root / name)
 
     def _make_secret(self) -> None:
@@ -211,10 +212,11 @@ class Pooler:
         elif not self.server.managed and self.server.dsn.params.get("sslrootcert"):
             shutil.copyfile(self.server.dsn.params["sslrootcert"], self.server_ca)
             self.user.chown(self.server_ca)
-        _write_private(self.root / "password", secret + "\n")
-        _write_private(self.passfile, f"*:*:*:{_pgpass_escape(self.login)}:{_pgpass_escape(secret)}\n")
+        write_atomically(self.root / "password", secret + "\n", private=True)
+        entry = f"*:*:*:{_pgpass_escape(self.login)}:{_pgpass_escape(secret)}\n"
+        write_atomically(self.passfile, entry, private=True)
         quoted = [v.replace('"', '""') for v in (self.login, kept)]
-        _write_private(self.root / "userlist.txt", '"{}" "{}"\n'.format(*quoted))
+        write_atomically(self.root / "userlist.txt", '"{}" "{}"\n'.format(*quoted), private=True)
         self.user.chown(self.root / "userlist.txt")
 
     # -- life cycle ---------------------------------------------------------------------------

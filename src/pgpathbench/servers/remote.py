@@ -29,7 +29,6 @@ a killed run's is found by `clean` through this machine's entry (host_ledger.py)
 from __future__ import annotations
 
 import io
-import os
 import random
 import secrets
 import subprocess
@@ -43,11 +42,12 @@ import psycopg
 
 from ..errors import UserError
 from ..evidence import Watched
+from ..files import write_atomically
 from ..procs import password_env
 from . import citus as engine
 from . import remote_scripts as scripts
 from .binaries import fetched, host_bundle
-from .cluster import SUPERUSER, TCP_AUTH, Statements, fingerprint_of
+from .cluster import SUPERUSER, TCP_AUTH, Statements, _pgpass_escape, fingerprint_of
 from .host_facts import FACTS_SCRIPT, HostFacts, citus_refusal, citus_text
 from .host_ledger import HostLedger
 from .hosts import Connection
@@ -259,9 +259,7 @@ class RemoteCluster(Statements):
             self.host.binaries(self.major, workspace)
         self.password = self.secret or secrets.token_urlsafe(24)
         self.local_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.passfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(f"*:*:*:{SUPERUSER}:{self.password}\n")
+        write_atomically(self.passfile, f"*:*:*:{SUPERUSER}:{_pgpass_escape(self.password)}\n", private=True)
         raw = ("as_account", "chown", "password")
         self.host.output(scripts.render(scripts.INITDB, raw, superuser=SUPERUSER, password=self.password,
                                         **self._values()), f"initdb of {self.name}")

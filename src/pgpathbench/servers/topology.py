@@ -212,11 +212,13 @@ class Servers:
                 said.append(f"stopped server {data.parent.name} (pid {pid})")
             if (data / "postmaster.pid").exists():   # stopped, so its postmaster died without shutting down
                 said.append(free_crashed(data, self.workspace))
-            shutil.rmtree(socket_dir(data.parent), ignore_errors=True)
         said += filter(None, [stop_recorded_proxy(self.root / PROXY_PID_FILE)])
         for config in sorted(self.root.glob("*/pgbouncer.ini")):   # a pooler's (its pid file goes when it stops)
             said += filter(None, [stop_recorded_pooler(config.parent)])
-            shutil.rmtree(socket_dir(config.parent), ignore_errors=True)
+        # Every server's and pooler's socket directory (in /tmp when the path is long), its data made
+        # or not (killed in initdb): nothing else removes one in /tmp.
+        for d in sorted(p for p in self.root.glob("*") if p.is_dir()):
+            shutil.rmtree(socket_dir(d), ignore_errors=True)
         said += remove_netns_links(self.netns_state, owner=self.run_id)
         for role, dsn in self.user_dsns.items():   # what this run made on the user's servers
             said += self.ledger.drop(self.run_id, role, dsn.connect)
