@@ -174,9 +174,12 @@ def test_pooler_in_front_of_a_user_server_sigkill_then_clean(user_servers, works
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     run_id = next(p.name for p in (ws / "servers").iterdir() if p.is_dir())   # not its .lock
+    # Each pooler's and server's, in /tmp when the path is long; one killed before its pgbouncer.ini too.
+    sockets = [socket_dir(d) for d in (ws / "servers" / run_id).iterdir() if d.is_dir()]
     clean = pgpathbench("clean", workspace=ws)
     assert clean.returncode == 0, clean.stderr
     assert pooler_leftovers(ws, run_id) == [] and our_processes(ws) == []
+    assert [str(s) for s in sockets if s.exists()] == [], "a socket directory left"
     assert not any((ws / "servers" / run_id).glob("*pgbouncer*"))
     assert_left_as_found(user_servers, before, ws)
 
