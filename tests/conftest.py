@@ -127,6 +127,9 @@ def close_workspace(root: Path, timeout: float = 120) -> None:
         time.sleep(0.2)
     subprocess.run([sys.executable, "-m", "pgpathbench.cli", "clean", "--all", "--workspace", str(root)],
                    capture_output=True)
+    from pgpathbench.servers.cluster import socket_dir
+    for results in root.glob("*/results"):   # a test's own workspace in this one: its results cluster's
+        shutil.rmtree(socket_dir(results), ignore_errors=True)   # sockets in /tmp when its path is long
     shutil.rmtree(root, ignore_errors=True)
 
 
