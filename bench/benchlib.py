@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 
 def run_then_report(run_args: list[str], workspace: str | None) -> tuple[float, dict] | None:
@@ -48,3 +51,20 @@ def rounds_run(doc: str, run_args: list[str]) -> dict | None:
     print(f"run {report['run']['run_id']}, load average at start "
           f"{report['run']['environment']['sessions'][0].get('machine', {}).get('load_avg_at_start')}")
     return report
+
+
+@contextlib.contextmanager
+def managed_server(name: str):
+    """A managed PostgreSQL 15 of the bench's own, started in a temporary directory (its parent
+    free for the bench's files) and removed after."""
+    from pgpathbench.procs import OsUser
+    from pgpathbench.servers.binaries import resolve
+    from pgpathbench.servers.cluster import Cluster
+    with tempfile.TemporaryDirectory(prefix=f"pgpb-{name}-") as tmp:
+        Path(tmp).chmod(0o755)   # the server runs as another user
+        server = Cluster(name, Path(tmp) / "server", resolve(15), OsUser.for_servers())
+        server.start()
+        try:
+            yield server
+        finally:
+            server.remove()

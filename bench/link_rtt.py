@@ -16,17 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
-
-from pgpathbench.procs import OsUser  # noqa: E402
-from pgpathbench.servers.binaries import resolve  # noqa: E402
-from pgpathbench.servers.cluster import Cluster  # noqa: E402
-from pgpathbench.servers.network import ToxiproxyServer, find_toxiproxy, measure_rtt  # noqa: E402
-from pgpathbench.stats import summarise  # noqa: E402
+from benchlib import managed_server
+from pgpathbench.servers.cluster import Cluster
+from pgpathbench.servers.network import ToxiproxyServer, find_toxiproxy, measure_rtt
+from pgpathbench.stats import summarise
 
 LATENCY_MS, BOUNDS = 5, (4.0, 6.0)
 
@@ -56,14 +50,8 @@ def main() -> int:
         print("toxiproxy-server is missing: run scripts/install-toxiproxy (make bootstrap does)")
         return 1
     print(f"load average {os.getloadavg()[0]:.1f} at the start")
-    with tempfile.TemporaryDirectory(prefix="pgpb-link-rtt-") as tmp:
-        Path(tmp).chmod(0o755)   # the server runs as another user
-        server = Cluster("linkrtt", Path(tmp) / "server", resolve(15), OsUser.for_servers())
-        server.start()
-        try:
-            s = summarise(added_rtt(server, args.rounds, args.queries))
-        finally:
-            server.remove()
+    with managed_server("linkrtt") as server:
+        s = summarise(added_rtt(server, args.rounds, args.queries))
     ok = BOUNDS[0] <= s.ci_low and s.ci_high <= BOUNDS[1]
     print(f"{'ok  ' if ok else 'FAIL'} round trip the {LATENCY_MS} ms link adds: {s.median:.3f} ms {s.ci_text} "
           f"(n={s.n}, target: the interval inside [{BOUNDS[0]:g}, {BOUNDS[1]:g}] ms)")

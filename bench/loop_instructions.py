@@ -17,16 +17,13 @@ import argparse
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
+from benchlib import managed_server  # noqa: E402
 from pgpathbench.datasets.seed003 import QUERIES, table_sql  # noqa: E402
-from pgpathbench.procs import OsUser  # noqa: E402
-from pgpathbench.servers.binaries import resolve  # noqa: E402
-from pgpathbench.servers.cluster import Cluster  # noqa: E402
 
 SHORT = 1000   # the shorter loop; the longer one has --queries more
 
@@ -52,25 +49,19 @@ def main() -> int:
     tools = REPO / ".tools" / "clients"
     binaries = dict(b.split("=", 1) for b in args.binary) or {
         "libpq": str(tools / "pgpb_libpq"), "libpq-nochecksum": str(tools / "pgpb_libpq_nochecksum")}
-    with tempfile.TemporaryDirectory(prefix="pgpb-loop-instructions-") as tmp:
-        Path(tmp).chmod(0o755)   # the server runs as another user
-        server = Cluster("loopinsn", Path(tmp) / "server", resolve(15), OsUser.for_servers())
-        server.start()
-        try:
-            server.execute("postgres", *table_sql("t50k", 50_000))
-            conninfo, sql = server.conninfo(), QUERIES["sql001"]
-            script = Path(tmp) / "sql001.sql"
-            script.write_text(sql + ";\n")
-            pgbench = str(server.bins.path("pgbench"))
-            base = per_query(lambda n: [pgbench, "-n", "-c", "1", "-t", str(n), "-f", str(script), conninfo],
-                             args.queries)
-            print(f"pgbench: {base:,.0f} instructions a query")
-            for name, path in binaries.items():
-                count = per_query(lambda n, path=path: [path, "-c", conninfo, "-s", sql, "-m", "normal", "-k", "1",
-                                             "-n", str(n), "-p", "0"], args.queries)
-                print(f"{name} ({path}): {count:,.0f} instructions a query, {count / base:.3f}x pgbench's")
-        finally:
-            server.remove()
+    with managed_server("loopinsn") as server:
+        server.execute("postgres", *table_sql("t50k", 50_000))
+        conninfo, sql = server.conninfo(), QUERIES["sql001"]
+        script = server.root.parent / "sql001.sql"
+        script.write_text(sql + ";\n")
+        pgbench = str(server.bins.path("pgbench"))
+        base = per_query(lambda n: [pgbench, "-n", "-c", "1", "-t", str(n), "-f", str(script), conninfo],
+                         args.queries)
+        print(f"pgbench: {base:,.0f} instructions a query")
+        for name, path in binaries.items():
+            count = per_query(lambda n, path=path: [path, "-c", conninfo, "-s", sql, "-m", "normal", "-k", "1",
+                                     "-n", str(n), "-p", "0"], args.queries)
+            print(f"{name} ({path}): {count:,.0f} instructions a query, {count / base:.3f}x pgbench's")
     return 0
 
 

@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 
 from .clientenv import child_env
 from .errors import UserError
+from .files import write_atomically
 
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
@@ -116,6 +117,13 @@ class OsUser:
             list(args), env=kw.pop("env", self.env()), cwd=kw.pop("cwd", "/"),
             preexec_fn=self._preexec(stop_signal, netns), start_new_session=True, **kw,
         )
+
+
+def write_passfile(path: Path, password: str, user: str = "*") -> None:
+    """libpq's password file (`*:*:*:USER:PASSWORD`, any host, port and database: a link reaches a
+    server at another address), 0600 and written whole (files.write_atomically)."""
+    escaped = [v.replace("\\", "\\\\").replace(":", "\\:") for v in (user, password)]
+    write_atomically(path, "*:*:*:{}:{}\n".format(*escaped), private=True)
 
 
 def password_env(passfile: str | Path | None, base: Mapping[str, str] | None = None) -> dict[str, str]:

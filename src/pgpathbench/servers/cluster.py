@@ -34,7 +34,7 @@ import psycopg.sql
 from ..errors import ServerRefused, UserError
 from ..evidence import Watched
 from ..files import write_atomically
-from ..procs import OsUser, password_env
+from ..procs import OsUser, password_env, write_passfile
 from . import template
 from .binaries import PgBinaries
 from .postmaster import START_TIMEOUT_S, STOP_TIMEOUT_S, postmaster_pid, release_ipc, stop_pid
@@ -121,7 +121,7 @@ class Cluster(Statements):
         cluster initialised by an earlier version has only the password file)."""
         path = self.root / "pgpass"
         if not path.exists() and self.password_file.exists():
-            write_atomically(path, f"*:*:*:{SUPERUSER}:{_pgpass_escape(self.password)}\n", private=True)
+            write_passfile(path, self.password, SUPERUSER)
         return path
 
     def client_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -412,10 +412,6 @@ def _failed(what: str, returncode: int | None, output: str, log: Path | None = N
     if returncode is None:
         return ServerRefused(f"{what} failed: not ready within {START_TIMEOUT_S} s{where}")
     return ServerRefused.of(what + where, output, returncode)
-
-
-def _pgpass_escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace(":", "\\:")
 
 
 def _quote(value: str) -> str:

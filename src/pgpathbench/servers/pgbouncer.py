@@ -46,9 +46,9 @@ import psycopg
 
 from ..errors import ServerRefused, UserError
 from ..files import write_atomically
-from ..procs import OsUser, cmdline, end_process, password_env, pid_alive
+from ..procs import OsUser, cmdline, end_process, password_env, pid_alive, write_passfile
 from . import guc, tls as tls_
-from .cluster import SUPERUSER, _pgpass_escape, free_port, socket_dir
+from .cluster import SUPERUSER, free_port, socket_dir
 from .tls import ServerFiles
 
 if TYPE_CHECKING:
@@ -213,8 +213,7 @@ class Pooler:
             shutil.copyfile(self.server.dsn.params["sslrootcert"], self.server_ca)
             self.user.chown(self.server_ca)
         write_atomically(self.root / "password", secret + "\n", private=True)
-        entry = f"*:*:*:{_pgpass_escape(self.login)}:{_pgpass_escape(secret)}\n"
-        write_atomically(self.passfile, entry, private=True)
+        write_passfile(self.passfile, secret, self.login)
         quoted = [v.replace('"', '""') for v in (self.login, kept)]
         write_atomically(self.root / "userlist.txt", '"{}" "{}"\n'.format(*quoted), private=True)
         self.user.chown(self.root / "userlist.txt")

@@ -42,12 +42,11 @@ import psycopg
 
 from ..errors import UserError
 from ..evidence import Watched
-from ..files import write_atomically
-from ..procs import password_env
+from ..procs import password_env, write_passfile
 from . import citus as engine
 from . import remote_scripts as scripts
 from .binaries import fetched, host_bundle
-from .cluster import SUPERUSER, TCP_AUTH, Statements, _pgpass_escape, fingerprint_of
+from .cluster import SUPERUSER, TCP_AUTH, Statements, fingerprint_of
 from .host_facts import FACTS_SCRIPT, HostFacts, citus_refusal, citus_text
 from .host_ledger import HostLedger
 from .hosts import Connection
@@ -259,7 +258,7 @@ class RemoteCluster(Statements):
             self.host.binaries(self.major, workspace)
         self.password = self.secret or secrets.token_urlsafe(24)
         self.local_dir.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.passfile, f"*:*:*:{SUPERUSER}:{_pgpass_escape(self.password)}\n", private=True)
+        write_passfile(self.passfile, self.password, SUPERUSER)
         raw = ("as_account", "chown", "password")
         self.host.output(scripts.render(scripts.INITDB, raw, superuser=SUPERUSER, password=self.password,
                                         **self._values()), f"initdb of {self.name}")

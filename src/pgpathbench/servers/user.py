@@ -20,7 +20,6 @@ mapping it needs; never in a conninfo we show, store or put on a command line.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
@@ -31,7 +30,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .. import clientenv, validate
 from ..errors import UserError
-from ..procs import password_env
+from ..procs import password_env, write_passfile
 from ..evidence import Watched
 from .ledger import Ledger, MARK
 
@@ -208,9 +207,7 @@ class UserServer:
         path = self.root / f"{self.name}.pgpass"
         if not path.exists():
             self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(f"*:*:*:*:{self.password.replace(chr(92), chr(92) * 2).replace(':', chr(92) + ':')}\n")
+            write_passfile(path, self.password)
         return path
 
     def client_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
