@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
@@ -65,8 +66,9 @@ class _Snapshot:
     settings: dict | None = None      # Watched.settings as a new session sees them
 
 
-def _open(w: Watched) -> psycopg.Connection:
-    conn = w.connect()
+def _open(w: Watched, conn: psycopg.Connection | None = None) -> psycopg.Connection:
+    """A new session (or `conn`, the sampler's) with our statement timeout."""
+    conn = conn or w.connect()
     try:
         conn.execute(f"{MARK}SET statement_timeout = '{STATEMENT_TIMEOUT}'")
     except Exception:
@@ -153,7 +155,10 @@ def _own_cpu(w: Watched) -> Callable[[int], tuple[int, int] | None] | None:
     return lambda pid: host_cpu.backend_ticks(w.host, pid)
 
 
-def _before(w: Watched, missing: dict) -> _Snapshot:
+def _before(w: Watched, missing: dict, sampler: Sampler) -> _Snapshot:
+    """The sections, then the server's CPU once our backend has gone (its CPU in the figure, as
+    what came before the measurement) and without the sampler's live backend (left out whole: the
+    after-snapshot's figure has it, less the sampler's own reading)."""
     snap = _Snapshot()
     try:
         conn = _open(w)
@@ -170,14 +175,18 @@ def _before(w: Watched, missing: dict) -> _Snapshot:
             conn.close()
     if w.postmaster_pid is not None and w.host is None:
         _wait_exit(snap.pid)
-    _read_cpu(w, snap, missing, (), gone=snap.pid)
+    sampler_pid = sampler.wait_ready()
+    _read_cpu(w, snap, missing, [sampler_pid] if sampler_pid else [], gone=snap.pid)
     return snap
 
 
-def _after(w: Watched, missing: dict, ours: list[int], since, deadline: float) -> _Snapshot:
+def _after(w: Watched, missing: dict, ours: list[int], since, deadline: float,
+           kept: psycopg.Connection | None) -> _Snapshot:
+    """The sections and the server's CPU, in the sampler's session when it is `kept` (else a new one),
+    read while that backend lives: left out, as it was at the before-snapshot."""
     snap = _Snapshot()
     try:
-        conn = _open(w)
+        conn = _open(w, kept)
     except Exception as e:
         for section in READERS:
             missing.setdefault(f"{w.role}.{section}", f"cannot connect: {reason(e)}")
@@ -213,7 +222,8 @@ def _server_data(w: Watched, before: _Snapshot, after: _Snapshot, sampler: Sampl
             if section == "io" and (after.version or 0) < 160000:
                 out[section]["source"] = "pg_stat_bgwriter"
     if before.cpu is not None and after.cpu is not None:
-        # The sampler's backend ran between the snapshots only because of us.
+        # The sampler's backend ran between the snapshots only because of us: left out of both
+        # readings when the after-snapshot read in its session, else its CPU read as it ended.
         own = sampler.own_ticks or (0, 0)
         tck = after.clk_tck
         out["cpu_ms"] = {"user": ticks_to_ms(max(0, after.cpu[0] - before.cpu[0] - own[0]), tck),
@@ -233,8 +243,9 @@ def _server_data(w: Watched, before: _Snapshot, after: _Snapshot, sampler: Sampl
 
 @contextlib.contextmanager
 def collected(watched: Sequence[Watched], sample_interval_s: float = SAMPLE_INTERVAL_S) -> Iterator[Evidence]:
-    """Before-snapshots, a wait-event sampler thread per server, yield, stop the samplers, let the
-    case's backends finish (up to 2 s), after-snapshots; evidence.data is filled on exit.
+    """Before-snapshots, a wait-event sampler thread per server (connecting meanwhile), yield, stop
+    the samplers, let the case's backends finish (up to 2 s), after-snapshots; the servers'
+    snapshots are taken at once (_each). evidence.data is filled on exit.
 
     Nothing here raises because a server cannot tell something; a failure of the body
     propagates after the samplers stopped, with no after-snapshot.
@@ -244,36 +255,63 @@ def collected(watched: Sequence[Watched], sample_interval_s: float = SAMPLE_INTE
         raise ValueError(f"collected(): roles must differ, got {roles}")
     evidence = Evidence()
     missing = evidence.data["missing"]
-    befores, samplers = {}, {}
-    for w in watched:
-        started = time.monotonic()
-        befores[w.role] = _before(w, missing)
-        evidence.timings[w.role] = {"before_ms": (time.monotonic() - started) * 1000}
+    samplers = {w.role: Sampler(w.role, w.connect, w.databases, sample_interval_s, own_cpu=_own_cpu(w))
+                for w in watched}
+    befores = {}
     try:
-        for w in watched:
-            exclude = [befores[w.role].pid] if befores[w.role].pid else []
-            samplers[w.role] = Sampler(w.role, w.connect, w.databases, sample_interval_s, exclude,
-                                       own_cpu=_own_cpu(w))
-            samplers[w.role].start()
-        yield evidence
-    finally:
         for sampler in samplers.values():
-            sampler.stop()
-    _finish(evidence, watched, befores, samplers)
+            sampler.start()   # each connects while the before-snapshots are taken
+        taken = _each(watched, lambda w: _timed(_before, w, {}, samplers[w.role]))
+        for w, (snap, own_missing, ms) in zip(watched, taken):
+            missing.update(own_missing)
+            befores[w.role] = snap
+            evidence.timings[w.role] = {"before_ms": ms}
+        for w in watched:
+            samplers[w.role].begin([befores[w.role].pid] if befores[w.role].pid else [])
+        yield evidence
+    except BaseException:
+        for sampler in samplers.values():
+            if (session := sampler.stop()) is not None:
+                session.close()
+        raise
+    kept = {role: sampler.stop() for role, sampler in samplers.items()}
+    _finish(evidence, watched, befores, samplers, kept)
 
 
-def _finish(evidence: Evidence, watched: Sequence[Watched], befores: dict, samplers: dict) -> None:
+def _finish(evidence: Evidence, watched: Sequence[Watched], befores: dict, samplers: dict, kept: dict) -> None:
     missing = evidence.data["missing"]
     deadline = time.monotonic() + SETTLE_TIMEOUT_S  # backends of all servers exit in parallel
-    for w in watched:
+
+    def after(w: Watched) -> tuple[_Snapshot, dict, float]:
+        own_missing = dict(missing)   # what the before-snapshot lost, not asked again
+        if samplers[w.role].error is not None:
+            own_missing[f"{w.role}.waits"] = samplers[w.role].error
+        ours = [p for p in (befores[w.role].pid, samplers[w.role].pid) if p]
+        return _timed(_after, w, own_missing, ours, befores[w.role].taken_at, deadline, kept[w.role])
+
+    for w, (snap, own_missing, ms) in zip(watched, _each(watched, after)):
+        for key, why in own_missing.items():
+            missing.setdefault(key, why)
         sampler = samplers[w.role]
-        if sampler.error is not None:
-            missing[f"{w.role}.waits"] = sampler.error
-        ours = [p for p in (befores[w.role].pid, sampler.pid) if p]
-        started = time.monotonic()
-        after = _after(w, missing, ours, befores[w.role].taken_at, deadline)
-        t = evidence.timings[w.role]
-        t.update(after_ms=(time.monotonic() - started) * 1000, settle_ms=after.settle_ms, settled=after.settled,
-                 samples=sampler.samples,
-                 sample_ms=sampler.query_s * 1000 / sampler.samples if sampler.samples else None)
-        evidence.data["servers"][w.role] = _server_data(w, befores[w.role], after, sampler)
+        evidence.timings[w.role].update(
+            after_ms=ms, settle_ms=snap.settle_ms, settled=snap.settled, samples=sampler.samples,
+            sample_ms=sampler.query_s * 1000 / sampler.samples if sampler.samples else None)
+        evidence.data["servers"][w.role] = _server_data(w, befores[w.role], snap, sampler)
+
+
+def _timed(snapshot: Callable[..., _Snapshot], w: Watched, missing: dict, *args) -> tuple[_Snapshot, dict, float]:
+    """(the snapshot, the reasons it added to `missing`, how long it took in ms)."""
+    started = time.monotonic()
+    snap = snapshot(w, missing, *args)
+    return snap, missing, (time.monotonic() - started) * 1000
+
+
+def _each(watched: Sequence[Watched], job: Callable) -> list:
+    """job(w) for every server at once, the results in watched's order: a snapshot mostly waits
+    (a connection's start, its backend's exit, the case's backends leaving), so the servers' waits
+    overlap; each one's figures are read as alone. A failure raises here as it would inline."""
+    if len(watched) < 2:
+        return [job(w) for w in watched]
+    with ThreadPoolExecutor(max_workers=len(watched), thread_name_prefix="evidence") as pool:
+        futures = [pool.submit(job, w) for w in watched]
+        return [f.result() for f in futures]

@@ -34,8 +34,7 @@ class Sampler:
     """Counts, every interval_s, what each client backend connected to `databases` is doing."""
 
     def __init__(self, role: str, connect: Callable[[], psycopg.Connection], databases: Sequence[str],
-                 interval_s: float, exclude_pids: Sequence[int] = (),
-                 own_cpu: Callable[[int], tuple[int, int] | None] | None = None):
+                 interval_s: float, own_cpu: Callable[[int], tuple[int, int] | None] | None = None):
         self.counts: Counter[str] = Counter()
         self.samples = 0
         self.query_s = 0.0                # time spent in the sampling queries, for the cost
@@ -43,27 +42,42 @@ class Sampler:
         self.pid: int | None = None       # the sampler's own backend
         self.own_ticks: tuple[int, int] | None = None  # that backend's CPU when it stopped
         self._connect, self._databases, self._interval = connect, list(databases), interval_s
-        self._exclude = list(exclude_pids)
+        self._exclude: list[int] = []
         self._own_cpu = own_cpu
         self._conn: psycopg.Connection | None = None
         self._stop = threading.Event()
         self._ready = threading.Event()
+        self._go = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"evidence-waits-{role}", daemon=True)
 
     def start(self) -> None:
+        """The thread started: it connects meanwhile (while the before-snapshots are taken), and
+        samples once begin() is called."""
         self._thread.start()
-        self._ready.wait(READY_TIMEOUT_S)  # sample from the start of the measurement
+
+    def wait_ready(self) -> int | None:
+        """The sampler's backend once connected; None if it could not (error says why)."""
+        self._ready.wait(READY_TIMEOUT_S)
+        return self.pid
+
+    def begin(self, exclude_pids: Sequence[int] = ()) -> None:
+        """Sample from now (the start of the measurement), leaving out these backends too."""
+        self._exclude = list(exclude_pids)
+        self.wait_ready()
+        self._go.set()
 
     def _run(self) -> None:
         try:
             self._conn = conn = self._connect()
             self.pid = conn.info.backend_pid
             self._ready.set()
+            self._go.wait()
             try:
                 self._loop(conn)
-            finally:
+            except BaseException:
                 self.own_ticks = self._backend_ticks()
                 conn.close()
+                raise
         except Exception as e:  # evidence never fails the measurement
             self.error = reason(e)
         finally:
@@ -83,11 +97,15 @@ class Sampler:
 
     def _backend_ticks(self) -> tuple[int, int] | None:
         """The sampler's own backend's CPU (own_cpu reads a pid's user and system ticks where the
-        server runs), so the server's CPU delta can leave it out."""
+        server runs) when its session ends here, so the server's CPU delta can leave it out."""
         return self._own_cpu(self.pid) if self._own_cpu and self.pid else None
 
-    def stop(self) -> None:
+    def stop(self) -> psycopg.Connection | None:
+        """Stop sampling. Returns the sampler's session, still open, for the after-snapshot (its
+        backend, live at both snapshots, is left out of both CPU readings), or None when it ended
+        (error says why; own_ticks has its CPU)."""
         self._stop.set()
+        self._go.set()
         self._thread.join(STOP_TIMEOUT_S)
         if self._thread.is_alive() and self._conn is not None:
             try:
@@ -98,6 +116,8 @@ class Sampler:
             self._thread.join(STOP_TIMEOUT_S)
         if self._thread.is_alive():
             self.error = self.error or f"sampler did not stop within {2 * STOP_TIMEOUT_S:.0f} s"
+            return None
+        return self._conn if self.error is None and self._conn is not None and not self._conn.closed else None
 
     def result(self) -> dict:
         """{"samples": N, "interval_ms": I, "shares": {TYPE: fraction}}: N counts the reads of

@@ -307,26 +307,26 @@ def _apply(env, settings: Mapping[str, str]) -> None:
             if not restart:
                 conn.execute("SELECT pg_reload_conf()")
         if not restart:
-            _wait_reloaded(cluster, since)
+            _wait_reloaded(cluster, since, changed)
     if restart:
         _restart(env, clusters, changed)
-    for cluster in clusters:
-        _confirm(cluster, changed)
+        for cluster in clusters:
+            with cluster.connect() as conn:
+                _confirm(conn, cluster.name, changed)
     in_force.update(changed)
 
 
-def _confirm(cluster, changed: Mapping[str, str]) -> None:
+def _confirm(conn, server: str, changed: Mapping[str, str]) -> None:
     """The server's word that each changed setting is in force: its line of postgresql.auto.conf applied,
     without error (pg_file_settings); CaseError with the server's reason if not (the case is not labelled
     with a value its server does not run with)."""
-    with cluster.connect() as conn:
-        rows = conn.execute("SELECT name, applied, error FROM pg_file_settings WHERE name = ANY(%s) "
-                            "AND sourcefile LIKE '%%postgresql.auto.conf' ORDER BY seqno", (list(changed),)).fetchall()
+    rows = conn.execute("SELECT name, applied, error FROM pg_file_settings WHERE name = ANY(%s) "
+                        "AND sourcefile LIKE '%%postgresql.auto.conf' ORDER BY seqno", (list(changed),)).fetchall()
     last = {name: (applied, error) for name, applied, error in rows}
     wrong = [f"{n}={v} ({last[n][1] or 'not applied'})" if n in last else f"{n}={v} (not in postgresql.auto.conf)"
              for n, v in changed.items() if last.get(n, (False, None)) != (True, None)]
     if wrong:
-        raise CaseError(f"--set: not in force on server {cluster.name}, as it says: {', '.join(wrong)}")
+        raise CaseError(f"--set: not in force on server {server}, as it says: {', '.join(wrong)}")
 
 
 def _restart(env, clusters, changed: Mapping[str, str]) -> None:
@@ -349,12 +349,14 @@ def watch_settings(env, watched: list) -> list:
     return [dataclasses.replace(w, settings=names) for w in watched] if names else watched
 
 
-def _wait_reloaded(cluster, since, timeout_s: float = 10.0) -> None:
-    """Until a new session of the server has read the configuration again (pg_conf_load_time)."""
+def _wait_reloaded(cluster, since, changed: Mapping[str, str], timeout_s: float = 10.0) -> None:
+    """Until a new session of the server has read the configuration again (pg_conf_load_time),
+    then _confirm in that session."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with cluster.connect() as conn:
             if conn.execute("SELECT pg_conf_load_time() >= %s", (since,)).fetchone()[0]:
+                _confirm(conn, cluster.name, changed)
                 return
         time.sleep(0.01)   # the postmaster rereads it within milliseconds; fdw-overhead reloads twice a measurement
     raise RuntimeError(f"{cluster.name}: the configuration was not reloaded within {timeout_s:.0f} s")

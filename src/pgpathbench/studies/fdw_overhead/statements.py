@@ -25,7 +25,7 @@ from ...servers import guc
 from ...tools import pgbench
 
 TRACK = "pg_stat_statements.track"
-PASS_S = 0.25             # the longer pass, in seconds at the measurement's TPS
+PASS_S = 0.1              # the longer pass, in seconds at the measurement's TPS
 MAX_PER_CLIENT = 5000     # its transactions per client at most
 PASS_BOUND_S = 1          # a pass's pgbench times out after this plus its grace (pgbench.GRACE_S)
 
