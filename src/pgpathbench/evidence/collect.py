@@ -156,12 +156,14 @@ def _own_cpu(w: Watched) -> Callable[[int], tuple[int, int] | None] | None:
 
 
 def _before(w: Watched, missing: dict, sampler: Sampler) -> _Snapshot:
-    """The sections, then the server's CPU once our backend has gone (its CPU in the figure, as
-    what came before the measurement) and without the sampler's live backend (left out whole: the
-    after-snapshot's figure has it, less the sampler's own reading)."""
+    """The sections, then the server's CPU, in the sampler's session before it samples: its backend
+    is live at both snapshots and left out of both readings. When the sampler could not connect,
+    in a session of its own, the CPU read once that backend has gone (its CPU then in the figure,
+    as what came before the measurement)."""
     snap = _Snapshot()
+    shared = sampler.session()
     try:
-        conn = _open(w)
+        conn = _open(w, shared)
     except Exception as e:
         for section in READERS:
             missing[f"{w.role}.{section}"] = f"cannot connect: {reason(e)}"
@@ -172,11 +174,14 @@ def _before(w: Watched, missing: dict, sampler: Sampler) -> _Snapshot:
             snap.taken_at = conn.execute(MARK + "SELECT clock_timestamp()").fetchone()[0]
             _read_sections(conn, w, snap, missing, before=True)
         finally:
-            conn.close()
+            if conn is not shared:
+                conn.close()
+    if shared is not None:
+        _read_cpu(w, snap, missing, [snap.pid])
+        return snap
     if w.postmaster_pid is not None and w.host is None:
         _wait_exit(snap.pid)
-    sampler_pid = sampler.wait_ready()
-    _read_cpu(w, snap, missing, [sampler_pid] if sampler_pid else [], gone=snap.pid)
+    _read_cpu(w, snap, missing, (), gone=snap.pid)
     return snap
 
 
@@ -243,9 +248,9 @@ def _server_data(w: Watched, before: _Snapshot, after: _Snapshot, sampler: Sampl
 
 @contextlib.contextmanager
 def collected(watched: Sequence[Watched], sample_interval_s: float = SAMPLE_INTERVAL_S) -> Iterator[Evidence]:
-    """Before-snapshots, a wait-event sampler thread per server (connecting meanwhile), yield, stop
-    the samplers, let the case's backends finish (up to 2 s), after-snapshots; the servers'
-    snapshots are taken at once (_each). evidence.data is filled on exit.
+    """A wait-event sampler thread per server, before-snapshots in its session, yield, stop the
+    samplers, let the case's backends finish (up to 2 s), after-snapshots in the same session; the
+    servers' snapshots are taken at once (_each). evidence.data is filled on exit.
 
     Nothing here raises because a server cannot tell something; a failure of the body
     propagates after the samplers stopped, with no after-snapshot.
@@ -260,7 +265,7 @@ def collected(watched: Sequence[Watched], sample_interval_s: float = SAMPLE_INTE
     befores = {}
     try:
         for sampler in samplers.values():
-            sampler.start()   # each connects while the before-snapshots are taken
+            sampler.start()   # the servers' samplers connect at once
         taken = _each(watched, lambda w: _timed(_before, w, {}, samplers[w.role]))
         for w, (snap, own_missing, ms) in zip(watched, taken):
             missing.update(own_missing)

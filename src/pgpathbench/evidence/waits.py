@@ -51,19 +51,19 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, name=f"evidence-waits-{role}", daemon=True)
 
     def start(self) -> None:
-        """The thread started: it connects meanwhile (while the before-snapshots are taken), and
-        samples once begin() is called."""
+        """The thread started: it connects, and samples once begin() is called."""
         self._thread.start()
 
-    def wait_ready(self) -> int | None:
-        """The sampler's backend once connected; None if it could not (error says why)."""
-        self._ready.wait(READY_TIMEOUT_S)
-        return self.pid
+    def session(self) -> psycopg.Connection | None:
+        """The sampler's session once connected, free until begin() (the before-snapshot reads in
+        it); None if it could not connect (error says why)."""
+        connected = self._ready.wait(READY_TIMEOUT_S) and self.error is None and self.pid is not None
+        return self._conn if connected else None
 
     def begin(self, exclude_pids: Sequence[int] = ()) -> None:
         """Sample from now (the start of the measurement), leaving out these backends too."""
         self._exclude = list(exclude_pids)
-        self.wait_ready()
+        self._ready.wait(READY_TIMEOUT_S)
         self._go.set()
 
     def _run(self) -> None:
