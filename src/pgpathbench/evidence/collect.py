@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 import psycopg
 
+from ..at_once import at_once
 from ..errors import reason
 from . import host_cpu
 from .proc_cpu import CLK_TCK, backend_ticks, group_ticks, read_stat, ticks_to_ms
@@ -191,7 +191,7 @@ def _after(w: Watched, missing: dict, ours: list[int], since, deadline: float,
     read while that backend lives: left out, as it was at the before-snapshot."""
     snap = _Snapshot()
     try:
-        conn = _open(w, kept)
+        conn = kept or _open(w)   # the before-snapshot set the sampler's session's timeout
     except Exception as e:
         for section in READERS:
             missing.setdefault(f"{w.role}.{section}", f"cannot connect: {reason(e)}")
@@ -250,7 +250,8 @@ def _server_data(w: Watched, before: _Snapshot, after: _Snapshot, sampler: Sampl
 def collected(watched: Sequence[Watched], sample_interval_s: float = SAMPLE_INTERVAL_S) -> Iterator[Evidence]:
     """A wait-event sampler thread per server, before-snapshots in its session, yield, stop the
     samplers, let the case's backends finish (up to 2 s), after-snapshots in the same session; the
-    servers' snapshots are taken at once (_each). evidence.data is filled on exit.
+    servers' snapshots are taken at once: each mostly waits (a connection's start, the case's
+    backends leaving), and each one's figures are read as alone. evidence.data is filled on exit.
 
     Nothing here raises because a server cannot tell something; a failure of the body
     propagates after the samplers stopped, with no after-snapshot.
@@ -266,7 +267,7 @@ def collected(watched: Sequence[Watched], sample_interval_s: float = SAMPLE_INTE
     try:
         for sampler in samplers.values():
             sampler.start()   # the servers' samplers connect at once
-        taken = _each(watched, lambda w: _timed(_before, w, {}, samplers[w.role]))
+        taken = at_once(lambda w: _timed(_before, w, {}, samplers[w.role]), watched)
         for w, (snap, own_missing, ms) in zip(watched, taken):
             missing.update(own_missing)
             befores[w.role] = snap
@@ -294,7 +295,7 @@ def _finish(evidence: Evidence, watched: Sequence[Watched], befores: dict, sampl
         ours = [p for p in (befores[w.role].pid, samplers[w.role].pid) if p]
         return _timed(_after, w, own_missing, ours, befores[w.role].taken_at, deadline, kept[w.role])
 
-    for w, (snap, own_missing, ms) in zip(watched, _each(watched, after)):
+    for w, (snap, own_missing, ms) in zip(watched, at_once(after, watched)):
         for key, why in own_missing.items():
             missing.setdefault(key, why)
         sampler = samplers[w.role]
@@ -310,13 +311,3 @@ def _timed(snapshot: Callable[..., _Snapshot], w: Watched, missing: dict, *args)
     snap = snapshot(w, missing, *args)
     return snap, missing, (time.monotonic() - started) * 1000
 
-
-def _each(watched: Sequence[Watched], job: Callable) -> list:
-    """job(w) for every server at once, the results in watched's order: a snapshot mostly waits
-    (a connection's start, its backend's exit, the case's backends leaving), so the servers' waits
-    overlap; each one's figures are read as alone. A failure raises here as it would inline."""
-    if len(watched) < 2:
-        return [job(w) for w in watched]
-    with ThreadPoolExecutor(max_workers=len(watched), thread_name_prefix="evidence") as pool:
-        futures = [pool.submit(job, w) for w in watched]
-        return [f.result() for f in futures]

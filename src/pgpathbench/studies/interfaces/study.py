@@ -35,13 +35,13 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
 
 from ... import user_queries
+from ...at_once import at_once
 from ...tools.clients import check_jdbc_dsns, iteration_percentiles, require_clients, run_native_client
 from ...datasets import seed003
 from ...datasets.seed003 import DB, QUERIES
@@ -183,8 +183,7 @@ class Interfaces(Declared):
         sizes = {t: rows[t] for t in sorted({*seed003.tables_of([q for q in queries if q in QUERIES]), *named})}
         # a user server's disk is its own: the workspace holds managed servers' data only
         seed003.check_disk(sizes, sum(s.managed for s in servers), env.servers.workspace.free_bytes())
-        with ThreadPoolExecutor(max_workers=len(servers)) as pool:
-            list(pool.map(lambda cluster: seed003.load(cluster, sizes), servers))
+        at_once(lambda cluster: seed003.load(cluster, sizes), servers)
         env.log(f"tables {', '.join(f'{t} ({n:,} rows)' for t, n in sizes.items())} loaded in "
                 f"{time.monotonic() - t0:.1f} s on {len(servers)} server(s)")
         return sizes
