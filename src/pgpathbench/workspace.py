@@ -128,8 +128,9 @@ class Workspace:
             raise UserError(f"--all: other pgpathbench processes use workspace {self.root}: {', '.join(others)}; "
                             "wait for them to end or stop them, then run clean --all again "
                             "('pgpathbench clean' alone leaves what they use)") from None
+        if not _present:
+            atexit.register(leave_all)
         _present[self.root] = (record, gate)
-        atexit.register(_leave, record_path, record)
 
     def live(self) -> dict[int, str]:
         """pid -> what it does, for each other live pgpathbench process here: a record its process
@@ -234,7 +235,17 @@ def _write(fd: int, text: str) -> None:
 
 
 def _leave(record_path: Path, record: int) -> None:
-    """Our record removed (under its lock: whoever reads it meanwhile still sees us), at exit."""
+    """Our record removed (under its lock: whoever reads it meanwhile still sees us)."""
     with contextlib.suppress(OSError):
         record_path.unlink(missing_ok=True)
         os.close(record)
+
+
+def leave_all() -> None:
+    """This process seen in no workspace any more: at exit, and after each call of a caller that
+    runs the CLI's main() in its own process (the tests' pgpathbench_main)."""
+    while _present:
+        root, (record, gate) = _present.popitem()
+        _leave(root / PROCESSES / str(os.getpid()), record)
+        with contextlib.suppress(OSError):
+            os.close(gate)

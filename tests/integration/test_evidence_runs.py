@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import cpu_bound_ms, pgpathbench, report_json
+from conftest import cpu_bound_ms, pgpathbench, pgpathbench_main, report_json
 
 from pgpathbench.procs import OsUser
 from pgpathbench.servers import fdw
@@ -150,7 +150,7 @@ def test_evidence_off_collects_nothing(workspace_root):
 
 
 def test_report_explains_the_fdw_path(run, counted_by_hand, workspace_root):
-    res = pgpathbench("report", run[0]["run_id"], "--format", "markdown", workspace=workspace_root)
+    res = pgpathbench_main("report", run[0]["run_id"], "--format", "markdown", workspace=workspace_root)
     assert res.returncode == 0, res.stderr
     text = res.stdout
     for title in ("### Remote statements per transaction (measured on the source)", "### Latency distribution, ms",

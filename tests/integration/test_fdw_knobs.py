@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from conftest import pgpathbench, report_json
+from conftest import pgpathbench, pgpathbench_main, report_json
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +77,7 @@ def test_recorded_commands_and_options(knob_run):
 
 def _runs(ws) -> list[str]:
     import json
-    return [r["run_id"] for r in json.loads(pgpathbench("runs", "--format", "json", workspace=ws).stdout)]
+    return [r["run_id"] for r in json.loads(pgpathbench_main("runs", "--format", "json", workspace=ws).stdout)]
 
 
 def test_the_gate_pairs_across_the_knob_when_runs_share_other_cases(workspace_root, tmp_path):
@@ -93,7 +93,7 @@ def test_the_gate_pairs_across_the_knob_when_runs_share_other_cases(workspace_ro
                           "--evidence", "off", workspace=workspace_root)
         assert res.returncode == 0, res.stderr[-3000:]
     a, b = _runs(workspace_root)[-2:]
-    gate = pgpathbench("compare", a, b, "--fail-if-slower", "5", "--format", "markdown", workspace=workspace_root)
+    gate = pgpathbench_main("compare", a, b, "--fail-if-slower", "5", "--format", "markdown", workspace=workspace_root)
     assert gate.returncode == 1, (gate.stdout[-2000:], gate.stderr[-2000:])
     rows = {r[0]: r for r in (
         [c.strip() for c in line.strip("|").split("|")] for line in gate.stdout.splitlines()
@@ -110,5 +110,5 @@ def test_the_gate_pairs_across_the_knob_when_runs_share_other_cases(workspace_ro
     # The local case is alike in both runs: run one after the other on a shared machine, it may be
     # judged slower too (a fresh clone's suite, load 3-8: a second line); nothing else may be named.
     assert all(one.startswith(f"pgpathbench: slower: {local}: ") for one in lines if one != line), gate.stderr
-    same = pgpathbench("compare", b, b, "--fail-if-slower", "5", workspace=workspace_root)
+    same = pgpathbench_main("compare", b, b, "--fail-if-slower", "5", workspace=workspace_root)
     assert same.returncode == 0 and same.stderr == "", same.stderr

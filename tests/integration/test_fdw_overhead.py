@@ -17,7 +17,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import our_processes, pgpathbench, report_json, spawn_pgpathbench
+from conftest import our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
 
 from pgpathbench import __version__
 from pgpathbench.environment import tool_version
@@ -115,7 +115,7 @@ def test_run_records_environment_and_is_listed(quick_run, workspace_root):
     assert (machine["pgpathbench"], machine["pgpathbench_commit"]) == (__version__, now["commit"])
     assert machine["pgpathbench_dirty"] in (True, False, "unknown")
     assert (rep["pgpathbench"]["version"], rep["pgpathbench"]["commit"]) == (__version__, now["commit"])
-    runs = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)
+    runs = json.loads(pgpathbench_main("runs", "--format", "json", workspace=workspace_root).stdout)
     assert any(r["run_id"] == run["run_id"] and r["started_at"] for r in runs)
 
 
@@ -139,9 +139,9 @@ def test_terminal_report_shows_tables_ratios_and_published_figures(quick_run):
 
 def test_other_formats(quick_run, workspace_root):
     _, rep = quick_run
-    md = pgpathbench("report", "--format", "markdown", workspace=workspace_root).stdout
+    md = pgpathbench_main("report", "--format", "markdown", workspace=workspace_root).stdout
     assert "| RO.local |" in md.replace("  ", " ") and "### Overhead" in md
-    rows = list(csv.DictReader(io.StringIO(pgpathbench("report", "--format", "csv", workspace=workspace_root).stdout)))
+    rows = list(csv.DictReader(io.StringIO(pgpathbench_main("report", "--format", "csv", workspace=workspace_root).stdout)))
     assert len(rows) == len(rep["measurements"]) and float(rows[0]["tps"]) > 0 and rows[0]["dim_target"]
     assert rows[0]["pgpathbench_commit"] == rep["run"]["environment"]["sessions"][0]["machine"]["pgpathbench_commit"]
 
@@ -152,7 +152,7 @@ def test_no_server_survives_a_finished_run(quick_run, workspace_root):
 
 
 def test_unknown_run_is_a_user_error(quick_run, workspace_root):
-    res = pgpathbench("report", "nosuchrun", workspace=workspace_root)
+    res = pgpathbench_main("report", "nosuchrun", workspace=workspace_root)
     assert res.returncode == 2 and "RUN: no run 'nosuchrun'" in res.stderr
 
 
@@ -183,7 +183,7 @@ def test_sigkill_half_way_then_resume_completes_without_duplicates(workspace_roo
         time.sleep(0.2)
     assert our_processes(workspace_root) == [], "servers must die with a SIGKILLed pgpathbench"
 
-    runs = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)
+    runs = json.loads(pgpathbench_main("runs", "--format", "json", workspace=workspace_root).stdout)
     killed = runs[-1]
     assert killed["status"] == "killed" and 3 <= killed["measurements"] < 6
     res = pgpathbench("run", "--resume", killed["run_id"], workspace=workspace_root)

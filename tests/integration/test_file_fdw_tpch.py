@@ -14,7 +14,7 @@ from statistics import median
 
 import pytest
 
-from conftest import our_processes, pgpathbench, report_json
+from conftest import our_processes, pgpathbench, pgpathbench_main, report_json
 
 pytestmark = pytest.mark.integration
 
@@ -103,7 +103,7 @@ def test_report_shows_every_query_storage_and_layout_beside_the_seed(quick, work
         assert title in out
     # The published seconds are detail columns (--wide, markdown, HTML); the slowdowns they give
     # and the parse rate are on every terminal.
-    wide = pgpathbench("report", "latest", "--wide", workspace=workspace_root)
+    wide = pgpathbench_main("report", "latest", "--wide", workspace=workspace_root)
     assert wide.returncode == 0, wide.stderr
     for published in ("311.3", "531.5", "218.8", "55.10", "56.90", "36.00"):
         assert published in wide.stdout

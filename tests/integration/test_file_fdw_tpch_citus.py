@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import our_processes, pgpathbench, report_json, spawn_pgpathbench
+from conftest import our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
 from pgpathbench.servers import citus
 from pgpathbench.servers.binaries import resolve
 
@@ -129,7 +129,7 @@ def test_one_build_for_every_server_and_citus_preloaded_on_its_nodes_only(resume
 
 def test_the_report_says_where_each_layout_ran_and_what_columnar_read(resumed, workspace_root):
     run_id = resumed[2]["run"]["run_id"]
-    md = pgpathbench("report", run_id, "--format", "markdown", workspace=workspace_root).stdout
+    md = pgpathbench_main("report", run_id, "--format", "markdown", workspace=workspace_root).stdout
     for title in ("Where each layout ran each query: its plan on its nodes",
                   "Columnar against regular tables and file_fdw: bytes read and seconds per query",
                   "The Citus cluster: nodes, links, shards", "Slowdown through file_fdw: foreign / regular"):

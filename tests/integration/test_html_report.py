@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, pgpathbench
+from conftest import REPO, pgpathbench, pgpathbench_main
 from pgpathbench.stats import format_number, summarise
 
 pytestmark = pytest.mark.integration
@@ -50,7 +50,7 @@ def chromium() -> Path:
 def _new_run(ws, *extra) -> str:
     res = pgpathbench(*SMALL, *extra, workspace=ws)
     assert res.returncode == 0, res.stderr[-3000:]
-    runs = json.loads(pgpathbench("runs", "--format", "json", workspace=ws).stdout)
+    runs = json.loads(pgpathbench_main("runs", "--format", "json", workspace=ws).stdout)
     return runs[-1]["run_id"]
 
 
@@ -62,7 +62,7 @@ def runs(workspace_root) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def exported(runs, workspace_root) -> dict:
-    res = pgpathbench("export", runs[0], "--format", "json", workspace=workspace_root)
+    res = pgpathbench_main("export", runs[0], "--format", "json", workspace=workspace_root)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
@@ -79,7 +79,7 @@ def run_chromium(binary: Path, *args: str) -> subprocess.CompletedProcess:
 def html_report(runs, workspace_root, tmp_path_factory) -> Path:
     out_dir = tmp_path_factory.mktemp("html-report")
     target = out_dir / "report.html"
-    res = pgpathbench("report", runs[0], "--html", str(target), workspace=workspace_root)
+    res = pgpathbench_main("report", runs[0], "--html", str(target), workspace=workspace_root)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == str(target)
     assert [p.name for p in out_dir.iterdir()] == ["report.html"], "the temporary file is renamed, not left"
@@ -91,7 +91,7 @@ def test_export_json_and_csv(runs, exported, workspace_root):
     ms = exported["measurements"]
     assert len(ms) == 2 * 4 and all(m["ok"] and m["metrics"]["tps"] > 0 for m in ms)
     assert exported["link_probes"] and all(p["rtt_median_ms"] >= 0 for p in exported["link_probes"])
-    res = pgpathbench("export", runs[0], "--format", "csv", workspace=workspace_root)
+    res = pgpathbench_main("export", runs[0], "--format", "csv", workspace=workspace_root)
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     assert len(rows) == 8 and {r["dim_target"] for r in rows} == {"local", "fdw_local"}
 
@@ -151,7 +151,7 @@ def _markdown_rows(out: str) -> list[list[str]]:
 
 
 def test_compare_run_with_itself_finds_no_difference(runs, workspace_root):
-    res = pgpathbench("compare", runs[0], runs[0], "--format", "markdown", workspace=workspace_root)
+    res = pgpathbench_main("compare", runs[0], runs[0], "--format", "markdown", workspace=workspace_root)
     assert res.returncode == 0, res.stderr
     rows = _markdown_rows(res.stdout)
     assert len(rows) == 2 and {r[0].split(":")[1] for r in rows} == {"local", "fdw_local"}, res.stdout
@@ -168,10 +168,10 @@ def test_fail_if_slower_passes_a_run_compared_with_itself(runs, workspace_root):
     """The CI gate on real runs: B = A, so no interval lies beyond -5% (exit 0, nothing on stderr,
     the report as usual). A real exit 1 needs two runs whose cases differ only in a knob (a
     slower protocol or fetch size): unit tests hold the rule until a study declares one."""
-    res = pgpathbench("compare", "latest", "latest", "--fail-if-slower", "5", workspace=workspace_root)
+    res = pgpathbench_main("compare", "latest", "latest", "--fail-if-slower", "5", workspace=workspace_root)
     assert res.returncode == 0 and res.stderr == "", res.stderr
     assert runs[1] in res.stdout and "Ratio B/A" in res.stdout and "ro:fdw_local:1:0ms:15" in res.stdout
-    forced = pgpathbench("compare", runs[0], runs[1], "--force", "--fail-if-slower", "1000", "--format", "markdown",
+    forced = pgpathbench_main("compare", runs[0], runs[1], "--force", "--fail-if-slower", "1000", "--format", "markdown",
                          workspace=workspace_root)
     assert forced.returncode == 0 and len(_markdown_rows(forced.stdout)) == 2, forced.stderr
     assert forced.stderr.startswith("pgpathbench: warning:") and "slower" not in forced.stderr
@@ -179,19 +179,19 @@ def test_fail_if_slower_passes_a_run_compared_with_itself(runs, workspace_root):
 
 def test_compare_refuses_a_changed_setting_unless_forced(runs, workspace_root, tmp_path):
     a, b = runs
-    res = pgpathbench("compare", a, b, workspace=workspace_root)
+    res = pgpathbench_main("compare", a, b, workspace=workspace_root)
     assert res.returncode == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pgpathbench: error: compare: the runs' environments differ")
     assert "--isolation repeatable-read vs read-committed" in lines[0] and "--force" in lines[0]
 
-    forced = pgpathbench("compare", a, b, "--force", workspace=workspace_root)
+    forced = pgpathbench_main("compare", a, b, "--force", workspace=workspace_root)
     assert forced.returncode == 0, forced.stderr
     assert "warning" in forced.stderr and "--isolation repeatable-read vs read-committed" in forced.stderr
     assert "ro:local:1" in forced.stdout and "Ratio B/A" in forced.stdout
 
     target = tmp_path / "compare.html"
-    page = pgpathbench("compare", a, b, "--force", "--html", str(target), workspace=workspace_root)
+    page = pgpathbench_main("compare", a, b, "--force", "--html", str(target), workspace=workspace_root)
     assert page.returncode == 0 and page.stdout.strip() == str(target)
     text = target.read_text()
     assert "--isolation repeatable-read vs read-committed" in text and "<svg" in text and "http://" not in text
@@ -200,10 +200,10 @@ def test_compare_refuses_a_changed_setting_unless_forced(runs, workspace_root, t
 def test_several_runs_on_one_page(runs, workspace_root, tmp_path):
     """What `make demo` does: one page for several runs, named by id or latest~N."""
     target = tmp_path / "both.html"
-    res = pgpathbench("report", "latest~1", "latest", "--html", str(target), workspace=workspace_root)
+    res = pgpathbench_main("report", "latest~1", "latest", "--html", str(target), workspace=workspace_root)
     assert res.returncode == 0, res.stderr
     page = target.read_text()
     assert runs[0] in page and runs[1] in page
     assert page.count("<svg") >= 4 and f'id="{runs[1]}-environment"' in page
-    one = pgpathbench("report", "latest~1", "latest", workspace=workspace_root)
+    one = pgpathbench_main("report", "latest~1", "latest", workspace=workspace_root)
     assert one.returncode == 2 and "several with --html" in one.stderr

@@ -20,7 +20,7 @@ from collections import defaultdict
 import psycopg
 import pytest
 
-from conftest import REPO, cpu_bound_ms, medians_by_case, pgpathbench
+from conftest import REPO, cpu_bound_ms, medians_by_case, pgpathbench, pgpathbench_main
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
 from pgpathbench.servers.cluster import Cluster
@@ -76,7 +76,7 @@ def quick(results_db, workspace_root):
                       results_db, workspace=workspace_root, timeout=1200)
     elapsed = time.monotonic() - t0
     assert res.returncode == 0, res.stderr[-3000:]
-    rep = pgpathbench("report", "latest", "--format", "json", "--results-dsn", results_db, workspace=workspace_root)
+    rep = pgpathbench_main("report", "latest", "--format", "json", "--results-dsn", results_db, workspace=workspace_root)
     assert rep.returncode == 0, rep.stderr
     print(f"\ninterfaces quick ({ROUNDS} rounds): {elapsed:.0f} s")
     return res, json.loads(rep.stdout), elapsed
@@ -320,7 +320,7 @@ def test_remote_link_adds_its_latency_to_every_query(workspace_root):
                       "--transport", "remote", "--sqlstrat", "sql001:once", "--output", "p-none:null",
                       "--latency", "0,3ms", "--iterations", "20", "--repeat", "1", workspace=workspace_root)
     assert res.returncode == 0, res.stderr[-3000:]
-    rep = json.loads(pgpathbench("report", "latest", "--format", "json", workspace=workspace_root).stdout)
+    rep = json.loads(pgpathbench_main("report", "latest", "--format", "json", workspace=workspace_root).stdout)
     # the median iteration (the client's histogram): a busy machine inflates a mean, hardly a median
     per_query = {m["dims"]["latency"]: m["metrics"]["latency_p50_ms"] for m in rep["measurements"]}
     assert set(per_query) == {"0ms", "3ms"}

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import netns_of_run as netns_of, our_processes, pgpathbench, report_json, spawn_pgpathbench
+from conftest import netns_of_run as netns_of, our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
 from test_fdw_overhead import wait_for_measurements
 
 pytestmark = pytest.mark.integration
@@ -89,7 +89,7 @@ def test_sigterm_removes_proxy_namespace_and_servers(workspace_root):
     wait_for_measurements(proc, 1)
     running = our_processes(workspace_root)
     assert any("toxiproxy" in p for p in running) and any("postgres" in p for p in running)
-    run_id = json.loads(pgpathbench("runs", "--format", "json", workspace=workspace_root).stdout)[-1]["run_id"]
+    run_id = json.loads(pgpathbench_main("runs", "--format", "json", workspace=workspace_root).stdout)[-1]["run_id"]
     if os.geteuid() == 0:
         assert netns_of(run_id)
     proc.send_signal(signal.SIGTERM)

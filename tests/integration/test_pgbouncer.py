@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cmdlines, our_processes, pgpathbench, report_json, spawn_pgpathbench
+from conftest import cmdlines, our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
 
 from pgpathbench.servers.cluster import socket_dir
 
@@ -44,7 +44,7 @@ def pooler_leftovers(root: Path, run_id: str) -> list[str]:
 def pooled_run(workspace_root):
     res = pgpathbench(*RUN, workspace=workspace_root)
     assert res.returncode == 0, res.stderr[-3000:]
-    exported = pgpathbench("export", "latest", "--format", "json", workspace=workspace_root)
+    exported = pgpathbench_main("export", "latest", "--format", "json", workspace=workspace_root)
     assert exported.returncode == 0, exported.stderr
     return json.loads(exported.stdout), workspace_root
 
@@ -88,7 +88,7 @@ def test_hops_in_path_ids_and_the_report(pooled_run):
     probed = {p["link"] for p in export["link_probes"]}
     assert "pg15_source_0ms_pgbouncer-transaction" in probed            # SELECT 1 through the pooler
     assert "pg15_source_0ms_fdw-pgbouncer-transaction+fdw_scan" in probed  # the FDW hop through it
-    md = pgpathbench("report", "latest", "--format", "markdown", workspace=root)
+    md = pgpathbench_main("report", "latest", "--format", "markdown", workspace=root)
     assert md.returncode == 0, md.stderr
     assert "PgBouncer per measurement" in md.stdout and "transaction pooling" in md.stdout
     assert "RO.local/pgbouncer-transaction" in md.stdout

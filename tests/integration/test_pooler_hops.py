@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cmdlines, our_processes, pgpathbench, run_watching_ps, spawn_pgpathbench
+from conftest import cmdlines, our_processes, pgpathbench, pgpathbench_main, run_watching_ps, spawn_pgpathbench
 from pgpathbench.servers.cluster import socket_dir
 from user_server import UserServer, assert_left_as_found, assert_no_secret, use_passfile
 
@@ -31,7 +31,7 @@ ENCRYPTED = "TLSv1."   # what an encrypted leg's record starts with (protocol, c
 
 
 def exported(workspace: Path) -> dict:
-    res = pgpathbench("export", "latest", "--format", "json", workspace=workspace)
+    res = pgpathbench_main("export", "latest", "--format", "json", workspace=workspace)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 

@@ -5,7 +5,7 @@ import json
 import psycopg
 import pytest
 
-from conftest import pgpathbench
+from conftest import pgpathbench, pgpathbench_main
 from pgpathbench.procs import OsUser
 from pgpathbench.servers.binaries import resolve
 from pgpathbench.servers.cluster import Cluster
@@ -37,7 +37,7 @@ def test_results_go_to_the_given_database(users_server, workspace_root):
         theirs = conn.execute("SELECT x FROM their_table").fetchone()[0]
     assert n == 2 and tps > 100
     assert schemas == {"public", "pgpathbench"} and theirs == 42
-    runs = json.loads(pgpathbench("runs", "--format", "json", "--results-dsn", dsn, workspace=workspace_root).stdout)
+    runs = json.loads(pgpathbench_main("runs", "--format", "json", "--results-dsn", dsn, workspace=workspace_root).stdout)
     assert len(runs) == 1 and runs[0]["status"] == "finished"
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (assert_user_error, close_workspace, cmdlines, netns_of_run, our_processes, pgpathbench,
+from conftest import (assert_user_error, close_workspace, cmdlines, netns_of_run, our_processes, pgpathbench, pgpathbench_main,
                       report_json, spawn_pgpathbench, started_cluster, workspace_base)
 from pgpathbench.servers.cluster import socket_dir
 from pgpathbench.workspace import GATE
@@ -38,7 +38,7 @@ def ws():
 
 
 def runs(ws: Path) -> list[dict]:
-    res = pgpathbench("runs", "--format", "json", workspace=ws)
+    res = pgpathbench_main("runs", "--format", "json", workspace=ws)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
@@ -277,7 +277,7 @@ def test_clean_beside_a_live_run_touches_nothing_of_it(ws):
     with contextlib.contextmanager(started_cluster)("theirs", ws / "elsewhere") as theirs:
         theirs.create_database("their_store")
         dsn = theirs.conninfo("their_store")
-        assert pgpathbench("runs", "--results-dsn", dsn, workspace=ws).returncode == 0   # made a store
+        assert pgpathbench_main("runs", "--results-dsn", dsn, workspace=ws).returncode == 0   # made a store
         res = pgpathbench("clean", "--all", "--results-dsn", dsn, workspace=ws)
         assert res.returncode == 0, res.stderr
         assert f"removed {ws / 'servers' / run_id}" in " ".join(res.stdout.split()), res.stdout

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import pgpathbench, report_json
+from conftest import pgpathbench, pgpathbench_main, report_json
 
 from pgpathbench.studies.fdw_overhead.spec import AUTO_STEPS
 
@@ -50,7 +50,7 @@ def test_the_report_names_a_knee_between_two_steps_for_each_path(rate_run, works
         for step in knee["steps"]:
             assert step["rounds"] == ROUNDS and step["sample_n"] > 0 and step["client_cpu_pct"] > 0
             assert step["achieved_tps"] > 0 and step["skipped"] is not None
-    text = pgpathbench("report", "latest", "--format", "markdown", workspace=workspace_root)
+    text = pgpathbench_main("report", "latest", "--format", "markdown", workspace=workspace_root)
     assert text.returncode == 0, text.stderr
     assert "The roof: the highest rate each path sustains" in text.stdout
     assert text.stdout.count(f"between {LOW} and {HIGH:,} TPS") >= 2 and "(n " in text.stdout

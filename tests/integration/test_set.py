@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench, report_json, started_cluster
+from conftest import assert_user_error, pgpathbench, pgpathbench_main, report_json, started_cluster
 
 from pgpathbench.matrix import Case, StudyOptions
 from pgpathbench.servers import fdw, guc
@@ -71,7 +71,7 @@ def test_session_and_sighup_settings_reach_pgbench_and_the_servers(workspace_roo
 def test_a_value_postgresql_refuses_is_refused_before_anything_is_written(workspace_root):
     """PostgreSQL's own checks (form, unit, range, enum: postgres -C), before a run is stored."""
     def runs() -> list:
-        res = pgpathbench("runs", "--format", "json", workspace=workspace_root)
+        res = pgpathbench_main("runs", "--format", "json", workspace=workspace_root)
         return json.loads(res.stdout) if res.returncode == 0 else []
     before = runs()
     for value, said in (("12zz", 'invalid value for parameter "work_mem": "12zz"'),

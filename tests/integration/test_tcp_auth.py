@@ -15,7 +15,7 @@ import subprocess
 import psycopg
 import pytest
 
-from conftest import REPO, pgpathbench, started_cluster
+from conftest import REPO, pgpathbench, pgpathbench_main, started_cluster
 from pgpathbench.tools.clients import CLIENTS, session_env
 
 pytestmark = pytest.mark.integration
@@ -70,7 +70,7 @@ def test_an_interfaces_run_records_its_tcp_auth(built, workspace_root):
                       "--transport", "tcp,remote", "--sqlstrat", "sql001:each,sql001:once", "--tcp-auth", "md5",
                       "--repeat", "1", workspace=ws, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    export = json.loads(pgpathbench("export", "latest", "--format", "json", workspace=ws).stdout)
+    export = json.loads(pgpathbench_main("export", "latest", "--format", "json", workspace=ws).stdout)
     assert export["run"]["options"]["studies"][0]["params"]["tcp_auth"] == "md5"
     servers = export["run"]["environment"]["sessions"][0]["servers"]
     assert {s["auth"]["tcp"] for s in servers.values()} == {"md5"} and len(servers) == 2

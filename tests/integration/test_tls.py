@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import REPO, pgpathbench, started_cluster
+from conftest import REPO, pgpathbench, pgpathbench_main, started_cluster
 from pgpathbench.procs import OsUser
 from pgpathbench.servers import tls
 from pgpathbench.tools.clients import CLIENTS, session_env
@@ -37,7 +37,7 @@ def built():
 
 
 def _measurements(workspace) -> list[dict]:
-    res = pgpathbench("export", "latest", "--format", "json", workspace=workspace)
+    res = pgpathbench_main("export", "latest", "--format", "json", workspace=workspace)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)["measurements"]
 

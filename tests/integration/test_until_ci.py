@@ -10,7 +10,7 @@ every converged case's interval (the RATIO's for fdw_external) lies within the t
 
 from __future__ import annotations
 
-from conftest import assert_user_error, pgpathbench, report_json
+from conftest import assert_user_error, pgpathbench, pgpathbench_main, report_json
 
 from pgpathbench.results.convergence import MIN_ROUNDS, half_width_pct
 from pgpathbench.stats import ratio_summary, summarise
@@ -66,7 +66,7 @@ def test_cases_stop_once_their_ratio_interval_is_within_the_target(workspace_roo
         assert ratio.n == n_fdw and half_width_pct(ratio) <= PCT
     if len(local) < REPEAT:
         assert half_width_pct(summarise(list(local.values()))) <= PCT
-    table = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
+    table = pgpathbench_main("report", "latest", "--format", "markdown", workspace=ws).stdout
     assert f"Adaptive repetition (--until-ci {PCT}%)" in table
     row = next(line for line in table.splitlines() if line.startswith(f"| {FDW_EXT} |")
                and "ratio to target=local" in line)
@@ -80,7 +80,7 @@ def test_a_target_never_met_measures_every_round(workspace_root):
     assert res.returncode == 0, res.stderr
     (rounds,) = _rounds_by_case(report_json(ws)).values()
     assert len(rounds) == MIN_ROUNDS
-    table = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
+    table = pgpathbench_main("report", "latest", "--format", "markdown", workspace=ws).stdout
     assert "0 of 1 cases converged" in table
 
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import pgpathbench
+from conftest import pgpathbench, pgpathbench_main
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +20,7 @@ SMALL = ["--preset", "quick", "--transport", "tcp", "--output", "p-none:null", "
 
 
 def report_json(workspace) -> dict:
-    res = pgpathbench("report", "latest", "--format", "json", workspace=workspace)
+    res = pgpathbench_main("report", "latest", "--format", "json", workspace=workspace)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps, spawn_pgpathbench
+from conftest import assert_user_error, pgpathbench, pgpathbench_main, report_json, run_watching_ps, spawn_pgpathbench
 from pgpathbench.errors import ServerRefused
 from pgpathbench.servers.ledger import MARK, Ledger
 from pgpathbench.servers.user import parse_server
@@ -81,8 +81,8 @@ def test_fdw_overhead_on_two_user_servers_leaves_them_as_found(servers, workspac
     assert json.loads((ws / "user-objects.json").read_text()) == []
 
     # No password anywhere we write or show, nor on any command line during the run.
-    markdown = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
-    csv = pgpathbench("export", "latest", "--format", "csv", workspace=ws).stdout
+    markdown = pgpathbench_main("report", "latest", "--format", "markdown", workspace=ws).stdout
+    csv = pgpathbench_main("export", "latest", "--format", "csv", workspace=ws).stdout
     assert "| user server source |" in markdown and "| user server external |" in markdown
     assert_no_secret(secrets, {"stdout": res.stdout, "stderr": res.stderr, "json": text, "markdown": markdown,
                                "csv": csv, "ps": "\n".join(cmdlines)})

@@ -20,7 +20,7 @@ import pytest
 
 from pgpathbench.servers.network import available_link_kinds
 
-from conftest import our_processes, pgpathbench, report_json, spawn_pgpathbench
+from conftest import our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
 from user_citus import citus_cluster
 from user_server import APP, DBA, USERDB, assert_no_secret, use_passfile
 
@@ -83,7 +83,7 @@ def test_a_users_citus_cluster_measured_and_left_as_found(cluster, workspace_roo
 
     proc = spawn_pgpathbench(*args(coordinator), workspace=ws)
     stopped(proc, signal.SIGKILL)
-    killed = json.loads(pgpathbench("runs", "--format", "json", workspace=ws).stdout)[-1]
+    killed = json.loads(pgpathbench_main("runs", "--format", "json", workspace=ws).stdout)[-1]
     assert killed["status"] == "killed"
     ledger = json.loads((ws / "user-objects.json").read_text())
     assert {e["schema"] for e in ledger} == {f"pgpathbench_{killed['run_id'][-4:]}_citus_{st}"

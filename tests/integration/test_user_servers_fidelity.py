@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps
+from conftest import assert_user_error, pgpathbench, pgpathbench_main, report_json, run_watching_ps
 from user_server import UserServer, assert_left_as_found, assert_no_secret
 
 pytestmark = pytest.mark.integration
@@ -61,8 +61,8 @@ def test_fidelity_on_a_user_server_measures_every_tool_over_its_dsn(local, works
     assert '"user_local"' in text
 
     assert_left_as_found([local], before, ws)
-    markdown = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
-    csv = pgpathbench("export", "latest", "--format", "csv", workspace=ws).stdout
+    markdown = pgpathbench_main("report", "latest", "--format", "markdown", workspace=ws).stdout
+    csv = pgpathbench_main("export", "latest", "--format", "csv", workspace=ws).stdout
     assert "| user server local |" in markdown
     assert_no_secret([local.password()], {
         "stdout": res.stdout, "stderr": res.stderr, "json": text, "markdown": markdown, "csv": csv,

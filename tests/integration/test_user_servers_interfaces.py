@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps
+from conftest import assert_user_error, pgpathbench, pgpathbench_main, report_json, run_watching_ps
 from pgpathbench.datasets.seed003 import SEED_ID, row_bytes
 from user_server import UserServer, assert_left_as_found, assert_no_secret, use_passfile
 
@@ -77,8 +77,8 @@ def test_interfaces_on_two_user_servers_every_client_matches_psql(servers, works
     assert '"user_local"' in text and '"user_remote"' in text
 
     assert_left_as_found(servers, before, ws)
-    markdown = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
-    csv = pgpathbench("export", "latest", "--format", "csv", workspace=ws).stdout
+    markdown = pgpathbench_main("report", "latest", "--format", "markdown", workspace=ws).stdout
+    csv = pgpathbench_main("export", "latest", "--format", "csv", workspace=ws).stdout
     assert "| user server local |" in markdown and "| user server remote |" in markdown
     assert_no_secret([local.password(), remote.password()], {
         "stdout": res.stdout, "stderr": res.stderr, "json": text, "markdown": markdown, "csv": csv,

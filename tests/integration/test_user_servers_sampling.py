@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps
+from conftest import assert_user_error, pgpathbench, pgpathbench_main, report_json, run_watching_ps
 from user_server import UserServer, source_and_external, use_passfile
 
 pytestmark = pytest.mark.integration
@@ -96,8 +96,8 @@ def _assert_analyzed(run: dict, modes: set[str], recorded: bool = True) -> dict[
 
 
 def _assert_no_secret(ws, secrets: list[str], res, cmdlines: list[str], run: dict) -> None:
-    markdown = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
-    csv = pgpathbench("export", "latest", "--format", "csv", workspace=ws).stdout
+    markdown = pgpathbench_main("report", "latest", "--format", "markdown", workspace=ws).stdout
+    csv = pgpathbench_main("export", "latest", "--format", "csv", workspace=ws).stdout
     assert "| user server source |" in markdown
     text = json.dumps(run)
     for secret in secrets:

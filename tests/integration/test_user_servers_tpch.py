@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from conftest import assert_user_error, pgpathbench, report_json, run_watching_ps
+from conftest import assert_user_error, pgpathbench, pgpathbench_main, report_json, run_watching_ps
 from user_server import UserServer, assert_left_as_found, assert_no_secret, use_passfile
 
 pytestmark = pytest.mark.integration
@@ -72,8 +72,8 @@ def test_tpch_on_a_user_server_measures_its_regular_side_and_leaves_it_as_found(
     assert len(probes) == 2 * ROUNDS and all(p["rtt_median_ms"] > 0 for p in probes)
 
     assert_left_as_found([server], before, ws)
-    markdown = pgpathbench("report", "latest", "--format", "markdown", workspace=ws).stdout
-    csv = pgpathbench("export", "latest", "--format", "csv", workspace=ws).stdout
+    markdown = pgpathbench_main("report", "latest", "--format", "markdown", workspace=ws).stdout
+    csv = pgpathbench_main("export", "latest", "--format", "csv", workspace=ws).stdout
     assert "single regular" in markdown and "single foreign" not in markdown
     assert "311.3" in markdown and "Published PostgreSQL foreign" in markdown   # the seed's seconds beside ours
     assert "Slowdown through file_fdw" not in markdown and "Answer checks" in markdown

@@ -107,3 +107,18 @@ def test_alone_is_refused_naming_who_else_is_in_and_records_of_the_dead_go(ws):
 
 def _readable(proc: subprocess.Popen) -> bool:
     return bool(select.select([proc.stdout], [], [], 0)[0])
+
+
+def test_leave_all_ends_this_process_presence_as_its_exit_would(ws):
+    from pgpathbench.workspace import leave_all
+    ws.enter("report")
+    res = subprocess.run([sys.executable, "-c", ALONE, str(ws.root)], capture_output=True, text=True)
+    assert res.returncode == 2 and f"report (pid {os.getpid()})" in res.stdout
+    leave_all()
+    assert not (ws.root / "processes" / str(os.getpid())).exists()
+    assert subprocess.run([sys.executable, "-c", ALONE, str(ws.root)], capture_output=True, text=True).returncode == 0
+    ws.enter("runs")   # entered again after leaving: seen again, and left again
+    assert (ws.root / "processes" / str(os.getpid())).read_text().startswith("runs")
+    leave_all()
+    leave_all()   # idempotent (it also runs at exit)
+    assert not (ws.root / "processes" / str(os.getpid())).exists()
