@@ -106,6 +106,8 @@ class Sampler:
         (error says why; own_ticks has its CPU)."""
         self._stop.set()
         self._go.set()
+        if self._thread.ident is None:   # never started: a signal while collected() started the samplers
+            return None
         self._thread.join(STOP_TIMEOUT_S)
         if self._thread.is_alive() and self._conn is not None:
             try:
