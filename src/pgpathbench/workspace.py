@@ -128,8 +128,6 @@ class Workspace:
             raise UserError(f"--all: other pgpathbench processes use workspace {self.root}: {', '.join(others)}; "
                             "wait for them to end or stop them, then run clean --all again "
                             "('pgpathbench clean' alone leaves what they use)") from None
-        if not _present:
-            atexit.register(leave_all)
         _present[self.root] = (record, gate)
 
     def live(self) -> dict[int, str]:
@@ -249,3 +247,6 @@ def leave_all() -> None:
         _leave(root / PROCESSES / str(os.getpid()), record)
         with contextlib.suppress(OSError):
             os.close(gate)
+
+
+atexit.register(leave_all)   # once: a no-op for a process that entered no workspace
