@@ -260,6 +260,22 @@ def test_our_databases_are_dropped_whatever_the_roles_statement_timeout(servers,
         assert src.ours() == [] and ledger.entries() == []
 
 
+def test_the_clean_ups_connection_is_untimed_from_its_start_and_keeps_the_dsns_options(servers):
+    """The drop above once failed on CI: a SET statement_timeout = 0 after connecting ran under the
+    role's 1ms and the timer fired, cancelling the next statement. The clean-up's connection now
+    carries the overrides in its start-up packet (which wins over the role's settings), after the
+    DSN's own options, which it keeps. (42s here: a statement under 1ms would itself be cancelled.)"""
+    src, _ext = servers
+    with hasty_role(src, "42s") as dsn:
+        user = parse_server(f"source={dsn} dbname=postgres options='-c search_path=hasty_path'")
+        for kw, timeout in (({}, "42s"), ({"untimed": True}, "0"), ({"untimed": True, "read_only": True}, "0")):
+            with user.connect(**kw) as conn:
+                shown = [conn.execute(f"SHOW {name}").fetchone()[0] for name in
+                         ("statement_timeout", "lock_timeout", "search_path", "default_transaction_read_only")]
+            ro = "on" if kw.get("read_only") else "off"
+            assert shown == [timeout, "0", "hasty_path", ro], (kw, shown)
+
+
 def test_pgbench_init_cancelled_by_the_server_is_its_refusal(servers, workspace_root):
     """pgbench -i's failure is the server's answer in one line (ServerRefused), which the runner
     says as it says a psycopg error: the path CI's slower machine took in the test above."""

@@ -64,19 +64,17 @@ class Ledger:
             entries[:] = [e for e in entries if (e["run_id"], e["database"], e["dsn"], e.get("schema")) !=
                           (run_id, database, dsn, schema)]
 
-    def drop(self, run_id: str, role: str | None, connect: Callable[[], psycopg.Connection],
+    def drop(self, run_id: str, role: str | None, connect: Callable[..., psycopg.Connection],
              dsn: str | None = None) -> list[str]:
         """Drop the recorded databases of a run on one server (by role, or by its DSN); what was done,
-        one line each."""
+        one line each. `connect` is a UserDsn's (it takes untimed=True)."""
         said = []
         mine = [e for e in self.entries(run_id) if (role is None or e["role"] == role) and (dsn is None or e["dsn"] == dsn)]
         if not mine:
             return said
-        with connect() as conn:
-            # The role's own timeouts are for its queries: our clean-up must not be cancelled halfway
-            # (15's DROP DATABASE waits for a checkpoint), or a database of ours stays behind.
-            conn.execute("SET statement_timeout = 0")
-            conn.execute("SET lock_timeout = 0")
+        # The role's own timeouts are for its queries: our clean-up must not be cancelled halfway
+        # (15's DROP DATABASE waits for a checkpoint), or a database of ours stays behind.
+        with connect(untimed=True) as conn:
             for e in sorted(mine, key=lambda e: "schema" not in e):   # schemas live in the DSN's database
                 said.append(drop_schema(conn, e) if "schema" in e else drop_database(conn, e))
                 self.forget(e["run_id"], e["database"], e["dsn"], e.get("schema"))

@@ -81,10 +81,17 @@ class UserDsn:
         params = {**self.params, **({"dbname": dbname} if dbname else {}), **extra}
         return make_conninfo(**params)
 
-    def connect(self, dbname: str | None = None, read_only: bool = False, **kw) -> psycopg.Connection:
+    def connect(self, dbname: str | None = None, read_only: bool = False, untimed: bool = False,
+                **kw) -> psycopg.Connection:
         """A new autocommit connection (the DSN's database unless dbname); read_only: nothing
-        written however it is used (the user's own database)."""
-        extra = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+        written however it is used (the user's own database); untimed: free of the role's
+        statement and lock timeouts from its start (a SET after connecting runs under them, and
+        a 1ms timeout cancelled it now and then)."""
+        ours = [*(["-c default_transaction_read_only=on"] if read_only else []),
+                *(["-c statement_timeout=0 -c lock_timeout=0"] if untimed else [])]
+        # Appended to the DSN's own options (a later -c wins), never in their place.
+        options = " ".join(filter(None, [self.params.get("options"), *ours]))
+        extra = {"options": options} if ours else {}
         if self.password is not None:
             kw["password"] = self.password
         elif self.passfile is not None:
@@ -285,7 +292,7 @@ class UserServer:
     # -- the end -------------------------------------------------------------------------------
     def drop_databases(self) -> list[str]:
         """DROP every database and schema of ours here (ledger entries of this run and role)."""
-        return self.ledger.drop(self.run_id, self.name, lambda: self.dsn.connect())
+        return self.ledger.drop(self.run_id, self.name, self.dsn.connect)
 
     def exit_reason(self) -> None:
         return None
