@@ -15,7 +15,7 @@ missed or undecided by its interval. Exits 1 unless libpq meets the 5% target in
 the CPU target over each transport.
 
     .venv/bin/python bench/interfaces_fidelity.py [--preset quick|standard|paper] [--workspace DIR] [--repeat N]
-        [--workload copy|loop] [--tool reference,libpq,...]
+        [--workload copy|loop] [--tool reference,libpq,...] [--transport unix|tcp]
     .venv/bin/python bench/interfaces_fidelity.py --preset paper --workload loop --tool reference,libpq,libpq-nochecksum --repeat 40
 """
 
@@ -42,9 +42,11 @@ def main() -> int:
     ap.add_argument("--workspace", help="pgpathbench workspace (default: the tool's default)")
     ap.add_argument("--workload", choices=("copy", "loop"), help="one workload only (default: both)")
     ap.add_argument("--tool", help="the study's --tool (default: every client; the ratios need reference)")
+    ap.add_argument("--transport", help="the study's --transport: unix, tcp or both (default: both)")
     args = ap.parse_args()
     extra = [f"--{name}={value}" for name, value in (("repeat", args.repeat), ("workload", args.workload),
-                                                       ("tool", args.tool)) if value]
+                                                       ("tool", args.tool), ("transport", args.transport))
+             if value]
     done = run_then_report([STUDY, "--preset", args.preset, *extra], args.workspace)
     if done is None:
         return 1
