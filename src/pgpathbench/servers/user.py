@@ -32,6 +32,7 @@ from .. import clientenv, validate
 from ..errors import UserError
 from ..procs import password_env, write_passfile
 from ..evidence import Watched
+from .guc import pgoptions
 from .ledger import Ledger, MARK
 
 CONNECT_TIMEOUT_S = 10
@@ -87,10 +88,10 @@ class UserDsn:
         written however it is used (the user's own database); untimed: free of the role's
         statement and lock timeouts from its start (a SET after connecting runs under them, and
         a 1ms timeout cancelled it now and then)."""
-        ours = [*(["-c default_transaction_read_only=on"] if read_only else []),
-                *(["-c statement_timeout=0 -c lock_timeout=0"] if untimed else [])]
+        ours = {**({"default_transaction_read_only": "on"} if read_only else {}),
+                **({"statement_timeout": "0", "lock_timeout": "0"} if untimed else {})}
         # Appended to the DSN's own options (a later -c wins), never in their place.
-        options = " ".join(filter(None, [self.params.get("options"), *ours]))
+        options = " ".join(filter(None, [self.params.get("options"), pgoptions(ours)]))
         extra = {"options": options} if ours else {}
         if self.password is not None:
             kw["password"] = self.password
