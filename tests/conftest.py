@@ -289,12 +289,12 @@ def report_json(ws: Path, run: str = "latest", *extra: str) -> dict:
     return json.loads(res.stdout)
 
 
-def medians_by_case(measurements: list[dict], metric: str) -> dict[str, float]:
-    """case_id -> the median of one metric over its rounds."""
+def medians_by_case(measurements: list[dict], metric: str, of=statistics.median) -> dict[str, float]:
+    """case_id -> the median of one metric over its rounds (or another summary of them: `of`)."""
     by: dict[str, list[float]] = {}
     for m in measurements:
         by.setdefault(m["case_id"], []).append(m["metrics"][metric])
-    return {k: statistics.median(v) for k, v in by.items()}
+    return {k: of(v) for k, v in by.items()}
 
 
 def cpu_bound_ms(server: dict) -> float:
