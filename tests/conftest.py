@@ -289,12 +289,17 @@ def report_json(ws: Path, run: str = "latest", *extra: str) -> dict:
     return json.loads(res.stdout)
 
 
-def medians_by_case(measurements: list[dict], metric: str, of=statistics.median) -> dict[str, float]:
-    """case_id -> the median of one metric over its rounds (or another summary of them: `of`)."""
+def rounds_by_case(measurements: list[dict], metric: str) -> dict[str, list[float]]:
+    """case_id -> one metric's value in each of its rounds."""
     by: dict[str, list[float]] = {}
     for m in measurements:
         by.setdefault(m["case_id"], []).append(m["metrics"][metric])
-    return {k: of(v) for k, v in by.items()}
+    return by
+
+
+def medians_by_case(measurements: list[dict], metric: str) -> dict[str, float]:
+    """case_id -> the median of one metric over its rounds."""
+    return {k: statistics.median(v) for k, v in rounds_by_case(measurements, metric).items()}
 
 
 def cpu_bound_ms(server: dict) -> float:
