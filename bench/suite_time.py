@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+from pgpathbench.environment import cpu_model, cpu_signature
+
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = {"test_s": 15 * 60, "demo_s": 120, "first_table_s": 60}
 SUMMARY = re.compile(r"=* ?(.*\b(?:passed|failed)\b.* in [\d.]+s.*?) ?=*$")
@@ -209,9 +211,8 @@ def run_pair(branch: str, base: Path, logs: Path, n: int) -> dict:
 
 def machine() -> dict:
     """What the runs ran on: machines of one kind differ up to 1.8x between sessions (bench/README.md)."""
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), "unknown")
-    return {"cpu": model, "cores": os.cpu_count(), "test_workers": os.environ.get("TEST_WORKERS", "Makefile's")}
+    return {"cpu": cpu_model(), "cpu_signature": cpu_signature(), "cores": os.cpu_count(),
+            "test_workers": os.environ.get("TEST_WORKERS", "Makefile's")}
 
 
 def medians(rows: list[dict]) -> dict:

@@ -14,6 +14,7 @@ from .errors import UserError
 from .servers import binaries, citus, pgbouncer, user_checks
 from .servers.user import UserDsn
 from .servers.host_facts import FACTS_SCRIPT, HostFacts
+from .results.fingerprint import cpu_text
 from .servers.hosts import Connection, Hosts
 from .servers.ssh_route import reached_from_here
 from .servers.ssh_route import source_address
@@ -104,7 +105,7 @@ def host_rows(connection: Connection) -> list[tuple[str, bool, str, bool]]:
             (f"{name}: login", True, login, True),
             (f"{name}: workspace", free_kb > 0, f"{v.get('workspace')}: {free_kb / 1024 ** 2:.1f} GiB free", True),
             (f"{name}: PostgreSQL", can_run, pg, True),
-            (f"{name}: machine", True, f"{fp['cpu_model']}, {fp['cores']} cores, "
+            (f"{name}: machine", True, f"{cpu_text(fp)}, {fp['cores']} cores, "
                                        f"{(fp['memory_bytes'] or 0) / 1024 ** 3:.1f} GiB, {v.get('os')} "
                                        f"{fp['kernel']} {fp['arch']}, clock {fp['clocksource']}", False),
             (f"{name}: machine-id", True, str(fp["machine_id"]), False),

@@ -12,14 +12,30 @@ from pathlib import Path
 from . import __version__
 
 
-def _cpu_model() -> str:
+def _cpu_first() -> dict[str, str]:
+    """The first processor's lines of /proc/cpuinfo, by key; empty where there is none."""
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return fields
+
+
+def cpu_model() -> str:
+    return _cpu_first().get("model name") or platform.processor() or "unknown"
+
+
+def cpu_signature() -> str | None:
+    """x86's family, model and stepping: 'AMD EPYC' names two machine kinds here whose suites
+    differ 1.5x (bench/README.md), and only these tell them apart."""
+    f = _cpu_first()
+    keys = ("cpu family", "model", "stepping")
+    return " ".join(f"{k.removeprefix('cpu ')} {f[k]}" for k in keys) if all(k in f for k in keys) else None
 
 
 def _memory_bytes() -> int | None:
@@ -107,7 +123,8 @@ def host_fingerprint() -> dict:
         "pgpathbench_commit": tool["commit"],
         "pgpathbench_dirty": tool["dirty"],
         "host": socket.gethostname(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
+        "cpu_signature": cpu_signature(),
         "cores": os.cpu_count(),
         "memory_bytes": _memory_bytes(),
         "memory_limit_bytes": memory_limit_bytes(),

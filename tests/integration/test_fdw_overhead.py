@@ -20,7 +20,7 @@ import pytest
 from conftest import our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
 
 from pgpathbench import __version__
-from pgpathbench.environment import tool_version
+from pgpathbench.environment import cpu_signature, tool_version
 from pgpathbench.stats import paired_ratios, summarise
 
 pytestmark = pytest.mark.integration
@@ -104,6 +104,7 @@ def test_run_records_environment_and_is_listed(quick_run, workspace_root):
     env = run["environment"]["sessions"][0]
     machine = env["machine"]
     assert machine["cores"] >= 1 and machine["memory_bytes"] > 0 and machine["kernel"] and machine["cpu_model"]
+    assert machine["cpu_signature"] == cpu_signature()   # None where /proc/cpuinfo has no x86 family
     assert env["tools"]["pgbench"].startswith("pgbench (PostgreSQL) 15")
     assert env["setup"]["15"]["fdw-overhead"]["scale"] == 1
     assert set(env["servers"]) == {"pg15_source", "pg15_external"}

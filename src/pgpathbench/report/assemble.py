@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..results.convergence import MIN_ROUNDS, half_width_pct, verdicts
-from ..results.fingerprint import memory_text
+from ..results.fingerprint import cpu_text, memory_text
 from ..results.model import RunResult
 from ..stats import format_number, outliers
 from . import Plot, Table, evidence, knobs
@@ -36,7 +36,7 @@ def run_table(run: RunResult) -> Table:
             *[[f"user server {name.removeprefix('user_')}", f"{v.get('dsn')} (at {v.get('address')})"]
               for name, v in sorted(env.servers.items()) if v.get("user_server")],
             ["clients and tools", "; ".join(f"{name}: {v}" for name, v in sorted(env.tools.items())) or "—"],
-            ["machine", f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, {memory_text(m)}, "
+            ["machine", f"{cpu_text(m)}, {m.get('cores', '?')} cores, {memory_text(m)}, "
                         f"kernel {m.get('kernel', '?')}"],
             ["sessions", str(len(run.environment.sessions))],
             ["pgpathbench", run.environment.tool_versions()]]

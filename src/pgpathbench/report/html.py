@@ -12,7 +12,7 @@ from datetime import datetime
 from html import escape
 from typing import Iterable, Sequence
 
-from ..results.fingerprint import Environment, Fingerprint, memory_text, tool_text
+from ..results.fingerprint import Environment, Fingerprint, cpu_text, memory_text, tool_text
 from ..results.model import RunResult
 from . import Plot, Table
 from .assemble import StudySection, when, failures_table
@@ -173,7 +173,7 @@ def environment_html(environment: Environment, rtt: dict[str, float] | None = No
 def _machine_html(m: dict) -> str:
     load = m.get("load_avg_at_start")
     return _kv_table("Machine", [
-        ("CPU", m.get("cpu_model")), ("cores", m.get("cores")), ("memory", memory_text(m)),
+        ("CPU", cpu_text(m)), ("cores", m.get("cores")), ("memory", memory_text(m)),
         ("kernel", m.get("kernel")), ("OS", m.get("os")), ("host", m.get("host")), ("user", m.get("user")),
         ("Python", m.get("python")), ("pgpathbench", tool_text(m)),
         ("load average at start", ", ".join(f"{x:.2f}" for x in load) if isinstance(load, list) else None),
@@ -263,7 +263,7 @@ def _header(run: RunResult, sections: Sequence[StudySection], prefix: str) -> st
     version = ", ".join(sorted({str(v.get("version", "—")).split(" on ")[0].split(" (")[0]
                                 for v in env.servers.values()})) or "—"
     m = env.machine
-    machine = f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, {memory_text(m)}"
+    machine = f"{cpu_text(m)}, {m.get('cores', '?')} cores, {memory_text(m)}"
     return (f'<header class="page"><h1>pgpathbench report <span class="id">{escape(run.run_id)}</span></h1>'
             f'<p class="subtitle">{escape(" · ".join(s.title for s in sections) or run.study_name)}</p>'
             + _facts([("status", run.status), ("preset", run.preset), ("started", when(run.started_at)),

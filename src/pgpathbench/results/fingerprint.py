@@ -48,6 +48,12 @@ class Fingerprint:
         return out
 
 
+def cpu_text(machine: Mapping) -> str:
+    """The CPU's model name, and its signature where recorded: 'AMD EPYC (family 25 model 17 stepping 1)'."""
+    signature = machine.get("cpu_signature")
+    return f"{machine.get('cpu_model', '?')}" + (f" ({signature})" if signature else "")
+
+
 def memory_text(machine: Mapping) -> str:
     """The machine's memory, and the cgroup limit the run had under it: '23.5 GiB' or
     '23.5 GiB, of which the run's cgroup may use 8.0 GiB'."""
@@ -108,6 +114,8 @@ Fact = tuple[str, str, str]   # (group, fact, value): ('server pg15_source', 've
 
 def _machine_facts(fp: Fingerprint) -> Iterator[Fact]:
     yield "machine", "CPU", str(fp.machine.get("cpu_model"))
+    if fp.machine.get("cpu_signature"):   # runs recorded before it have none: not a difference
+        yield "machine", "CPU signature", fp.machine["cpu_signature"]
     yield "machine", "cores", str(fp.machine.get("cores"))
     yield "machine", "memory", memory_text(fp.machine)
 
@@ -132,6 +140,8 @@ def _host_facts(fp: Fingerprint) -> Iterator[Fact]:
         yield f"server {role}", "host", f"{host.get('host')} ({host.get('machine_id')})" if host else "this machine"
         if host:
             yield f"server {role}", "host CPU", str(host.get("cpu_model"))
+            if host.get("cpu_signature"):
+                yield f"server {role}", "host CPU signature", host["cpu_signature"]
             yield f"server {role}", "host cores", str(host.get("cores"))
             yield f"server {role}", "host memory", memory_text(host)
             yield f"server {role}", "host kernel", str(host.get("kernel"))
@@ -151,10 +161,10 @@ def _path_facts(fp: Fingerprint) -> Iterator[Fact]:
 # docs/results.md), and the facts each session's fingerprint gives. Besides these, compare checks
 # the run's own options: every --option its studies took, and which roles were the user's servers.
 CHECKED: tuple[tuple[str, Callable[[Fingerprint], Iterator[Fact]]], ...] = (
-    ("machine: CPU model, cores, memory", _machine_facts),
+    ("machine: CPU model and signature (x86 family, model, stepping), cores, memory", _machine_facts),
     ("tools: every recorded version (pgbench as major.minor)", _tool_facts),
     ("servers: version (major.minor) and every non-default setting, by role", _server_facts),
     ("paths: kind, added latency, jitter, bandwidth, by path id", _path_facts),
-    ("hosts: where each server ran (this machine, or a host's name and machine-id) and that host's CPU model, "
-     "cores, memory, kernel and clock source, by role", _host_facts),
+    ("hosts: where each server ran (this machine, or a host's name and machine-id) and that host's CPU model "
+     "and signature, cores, memory, kernel and clock source, by role", _host_facts),
 )

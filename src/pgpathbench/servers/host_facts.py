@@ -24,6 +24,8 @@ export LC_ALL=C
 echo "hostname=$(uname -n)"
 echo "machine_id=$(cat /etc/machine-id 2>/dev/null)"
 echo "cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)"
+echo "cpu_signature=$(awk -F ':[[:space:]]*' '/^$/ { exit } /^cpu family/ { f = $2 } /^model[[:space:]]*:/ { m = $2 }
+  /^stepping/ { s = $2 } END { if (f != "" && m != "" && s != "") print "family " f " model " m " stepping " s }' /proc/cpuinfo)"
 echo "cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc)"
 echo "memory_kb=$(sed -n 's/^MemTotal:[[:space:]]*\([0-9]*\).*/\1/p' /proc/meminfo)"
 echo "kernel=$(uname -r)"
@@ -77,6 +79,7 @@ class HostFacts:
         """The placed server's host, as its fingerprint keeps it."""
         v = self.values
         return {"host": v.get("hostname"), "machine_id": v.get("machine_id"), "cpu_model": v.get("cpu_model"),
+                "cpu_signature": v.get("cpu_signature") or None,
                 "cores": _int(v.get("cores")), "memory_bytes": _int(v.get("memory_kb"), 1024),
                 "kernel": v.get("kernel"), "clocksource": v.get("clocksource"), "disk": v.get("disk_device"),
                 "arch": v.get("arch"), "os": v.get("os")}
