@@ -1,10 +1,13 @@
 """A SIGTERM that lands in one of logging's at-fork hooks (they run around every spawn with a
 preexec_fn) would be printed as 'Exception ignored in ... Traceback' and dropped: the run's
-handler sends it again once the hook is over, where it raises Interrupted as usual."""
+handler sends it again once the hook is over, where it raises Interrupted as usual. One that lands
+as a measured program starts stops the program with the run."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 import sys
 import time
@@ -13,6 +16,7 @@ import pytest
 
 from pgpathbench import runner
 from pgpathbench.errors import Interrupted
+from pgpathbench.tools import spawn
 
 
 def frame_of(function):
@@ -46,3 +50,42 @@ def test_a_signal_elsewhere_raises_at_once():
         handler = signal.getsignal(signal.SIGTERM)
         with pytest.raises(Interrupted):
             handler(signal.SIGTERM, sys._getframe())
+
+
+def test_a_signal_as_a_measured_program_starts_is_held_until_the_program_is_killed_with_the_run(monkeypatch):
+    """SIGTERM sent right after the fork (here, as the program is registered for abort_running):
+    before, Interrupted was raised there, outside the part that kills the program on the way out,
+    and the program ran on through the run's clean-up (a pgbench on a database being dropped)."""
+    started = []
+
+    class SignalOnRegistration(dict):
+        def __setitem__(self, pid, kill):
+            started.append(pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+            super().__setitem__(pid, kill)
+    monkeypatch.setattr(spawn, "_running", SignalOnRegistration())
+    try:
+        with runner.signals_interrupt(), pytest.raises(Interrupted):
+            spawn.spawn_measured(["sleep", "30"], timeout=60)
+        deadline = time.monotonic() + 5
+        while (left := _running_in_session(started[0])) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not left, f"left running in the program's session: {left}"
+    finally:
+        if started:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(started[0], signal.SIGKILL)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == set(), "the signal mask is restored"
+
+
+def _running_in_session(sid: int) -> list[int]:
+    """The processes of that session, zombies (killed, not yet reaped by their new parent) apart."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append(int(pid))
+    return found

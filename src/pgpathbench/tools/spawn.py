@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[3]
 MEASURE = REPO / ".tools" / "clients" / "pgpb_measure"
 # The sessions of the programs being measured now (pid -> its kill): abort_running() ends them.
 _running: dict[int, Callable[[], None]] = {}
+STOPPING = {signal.SIGINT, signal.SIGTERM}   # what the runner stops on (runner.signals_interrupt)
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,15 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
     if not MEASURE.is_file():
         raise UserError(f"{MEASURE} is missing; run scripts/build-clients (make bootstrap does)")
     report_r, report_w = os.pipe()
+    # SIGINT/SIGTERM held from before the fork until the child is ours to kill: the runner raises
+    # Interrupted from them, and one landing in between left the program running through the run's
+    # clean-up (a pgbench on a database being dropped). The child lets them through before its exec.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.Popen([str(MEASURE), str(report_w), *args], stdin=subprocess.DEVNULL, stdout=stdout,
-                                stderr=subprocess.PIPE, env=child_env() if env is None else env,
-                                pass_fds=(report_w,),
-                                preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True)
+        proc = _start(args, report_w, child_env() if env is None else env, stdout, held)
     except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(report_r)
         raise
     finally:
@@ -76,9 +79,10 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
 
     watchdog = threading.Timer(timeout, kill)
     watchdog.daemon = True
-    watchdog.start()
-    _running[proc.pid] = kill
     try:
+        watchdog.start()
+        _running[proc.pid] = kill
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)   # one held since the fork is raised here
         out, err, report = _read_all([proc.stdout.fileno() if proc.stdout else None, proc.stderr.fileno(),
                                       report_r])
         _, status, _ = os.wait4(proc.pid, 0)
@@ -90,6 +94,7 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
         _reap(proc)
         raise
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         _running.pop(proc.pid, None)
         watchdog.cancel()
         for f in (proc.stdout, proc.stderr):
@@ -112,6 +117,19 @@ def _measured(args: tuple, measure_exit: int, out: bytes, err: bytes, report: by
     returncode = os.waitstatus_to_exitcode(int(fields[0]))
     return Measured(args, returncode, out.decode(errors="replace"), text, wall, float(fields[2]),
                     float(fields[3]), int(fields[1]), timed_out)
+
+
+def _start(args: Sequence[str], report_w: int, env: dict, stdout: int | None, held: set) -> subprocess.Popen:
+    """pgpb_measure on args in a session of its own, dying with us; in the child, the signal mask
+    as it was before the spawn (`held`), so that the program itself can be stopped."""
+    die = die_with_parent(signal.SIGKILL)
+
+    def setup() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        die()
+    return subprocess.Popen([str(MEASURE), str(report_w), *args], stdin=subprocess.DEVNULL, stdout=stdout,
+                            stderr=subprocess.PIPE, env=env, pass_fds=(report_w,), preexec_fn=setup,
+                            start_new_session=True)
 
 
 def abort_running() -> None:
