@@ -106,6 +106,10 @@ def test_a_killed_run_is_cleaned_from_the_user_servers(servers, workspace_root, 
         res = pgpathbench("clean", workspace=ws)
         assert res.returncode == 0, res.stderr
         assert "dropped database pgpathbench_" in res.stdout
+        # localfdw (foreign tables on the source) before the source: servers/ledger.py says why
+        dropped = [line.split()[2].rsplit("_", 1)[1] for line in res.stdout.splitlines()
+                   if line.startswith("dropped database ") and f"port={src.port}" in line]
+        assert dropped == ["localfdw", "source"], res.stdout
         assert src.ours() == [] and ext.ours() == []
     for s in servers:
         assert s.user_data_fingerprint() == expected_fingerprint()

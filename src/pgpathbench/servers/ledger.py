@@ -74,8 +74,12 @@ class Ledger:
             return said
         # The role's own timeouts are for its queries: our clean-up must not be cancelled halfway
         # (15's DROP DATABASE waits for a checkpoint), or a database of ours stays behind.
+        # Last made first: a database whose foreign tables reach another (localfdw, source) goes before
+        # it. On 15 a DROP waits until every backend absorbs its barrier; one of localfdw's in
+        # postgres_fdw's (blocking) connect to the source waits on a backend that waits on the DROP's
+        # lock, and absorbs nothing: both hung (seen once, two suites side by side).
         with connect(untimed=True) as conn:
-            for e in sorted(mine, key=lambda e: "schema" not in e):   # schemas live in the DSN's database
+            for e in sorted(mine[::-1], key=lambda e: "schema" not in e):   # schemas live in the DSN's database
                 said.append(drop_schema(conn, e) if "schema" in e else drop_database(conn, e))
                 self.forget(e["run_id"], e["database"], e["dsn"], e.get("schema"))
         return said
