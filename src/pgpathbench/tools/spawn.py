@@ -59,12 +59,12 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
     # SIGINT/SIGTERM held from before the fork until the child is ours to kill: the runner raises
     # Interrupted from them, and one landing in between left the program running through the run's
     # clean-up (a pgbench on a database being dropped). The child lets them through before its exec.
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+    unheld = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)   # the mask before
     t0 = time.perf_counter()
     try:
-        proc = _start(args, report_w, child_env() if env is None else env, stdout, held)
+        proc = _start(args, report_w, child_env() if env is None else env, stdout, unheld)
     except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        signal.pthread_sigmask(signal.SIG_SETMASK, unheld)
         os.close(report_r)
         raise
     finally:
@@ -82,7 +82,7 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
     try:
         watchdog.start()
         _running[proc.pid] = kill
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)   # one held since the fork is raised here
+        signal.pthread_sigmask(signal.SIG_SETMASK, unheld)   # one held since the fork is raised here
         out, err, report = _read_all([proc.stdout.fileno() if proc.stdout else None, proc.stderr.fileno(),
                                       report_r])
         _, status, _ = os.wait4(proc.pid, 0)
@@ -94,7 +94,7 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
         _reap(proc)
         raise
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        signal.pthread_sigmask(signal.SIG_SETMASK, unheld)
         _running.pop(proc.pid, None)
         watchdog.cancel()
         for f in (proc.stdout, proc.stderr):
@@ -119,13 +119,13 @@ def _measured(args: tuple, measure_exit: int, out: bytes, err: bytes, report: by
                     float(fields[3]), int(fields[1]), timed_out)
 
 
-def _start(args: Sequence[str], report_w: int, env: dict, stdout: int | None, held: set) -> subprocess.Popen:
+def _start(args: Sequence[str], report_w: int, env: dict, stdout: int | None, unheld: set) -> subprocess.Popen:
     """pgpb_measure on args in a session of its own, dying with us; in the child, the signal mask
-    as it was before the spawn (`held`), so that the program itself can be stopped."""
+    as it was before the spawn (`unheld`), so that the program itself can be stopped."""
     die = die_with_parent(signal.SIGKILL)
 
     def setup() -> None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        signal.pthread_sigmask(signal.SIG_SETMASK, unheld)
         die()
     return subprocess.Popen([str(MEASURE), str(report_w), *args], stdin=subprocess.DEVNULL, stdout=stdout,
                             stderr=subprocess.PIPE, env=env, pass_fds=(report_w,), preexec_fn=setup,
