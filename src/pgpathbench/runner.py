@@ -259,9 +259,10 @@ class Runner:
             self.progress.close()
             self._finish(run_id, "failed", clock,
                          {"error": "".join(traceback.format_exception_only(type(e), e)).strip()})
-            if disk.is_full(e):   # a write of the store's before or after the measurements
-                raise RunFailed(f"the disk is full ({reason(e)}); run {run_id} stopped, what was stored is kept: "
-                                f"free some space, then 'pgpathbench run --resume {run_id}'") from None
+            if disk.is_full(e):   # a write of the store's before or after the measurements: which disk
+                raise RunFailed(f"the disk is full: {self._full_disks() or reason(e)}; run {run_id} stopped, what "
+                                f"was stored is kept: free some space, then 'pgpathbench run --resume {run_id}'") \
+                    from None
             raise
         if _pending_signal:  # the last measurement's interrupt was swallowed: still interrupted
             self._finish(run_id, "interrupted", clock, {"interrupted_by": signal.Signals(_pending_signal[0]).name})
