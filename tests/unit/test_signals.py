@@ -11,12 +11,12 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from pgpathbench import runner
 from pgpathbench.errors import Interrupted
+from pgpathbench.procs import pid_alive
 from pgpathbench.tools import spawn
 
 
@@ -82,11 +82,8 @@ def test_a_signal_as_a_measured_program_starts_is_held_until_the_program_is_kill
 def _running_in_session(sid: int) -> list[int]:
     """The processes of that session, zombies (killed, not yet reaped by their new parent) apart."""
     found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(int(pid))
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+        with contextlib.suppress(OSError):   # gone meanwhile
+            if os.getsid(pid) == sid and pid_alive(pid):
+                found.append(pid)
     return found
