@@ -43,16 +43,62 @@ LONGEST_FIRST = ("test_robustness.py", "test_place.py", "test_interfaces.py", "t
                  "test_hosts.py")
 
 
-def stop_as_interrupted(signum, frame):
-    raise KeyboardInterrupt(f"stopped by signal {signum}")
+class SuiteStop:
+    """How a make test stops on SIGTERM (a CI timeout, `kill` of its process group) or Ctrl-C: as
+    Ctrl-C does, its fixtures torn down (their servers, namespaces with an sshd, mounts, stopped
+    runs), which Python's default for SIGTERM, an immediate exit, skips. In the controller and in
+    each xdist worker (both read this file).
+
+    A worker, or a pytest without workers, raises KeyboardInterrupt at the first signal and ignores
+    the next ones: they would cut the teardown the first began. xdist's controller, once its workers
+    run, passes the first on to them as SIGTERM and goes on taking their reports until each has torn
+    down and finished: stopped at once, it asks their gateways to exit, and execnet (2.1) then
+    interrupts a worker 5 s later and ends it 10 s after that, whatever its teardown is doing. A
+    second signal stops the controller at once."""
+
+    def __init__(self, controller: bool):
+        self.controller, self.workers_run, self.received = controller, False, 0
+
+    def __call__(self, signum, frame):
+        self.received += 1
+        if self.controller and self.workers_run and self.received == 1:
+            for pid in children_of(os.getpid()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        elif self.controller or self.received == 1:
+            raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
+def children_of(parent: int) -> list[int]:
+    """The live processes whose parent is `parent` (an xdist controller's: its workers)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):   # gone meanwhile
+            stat_fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat_fields[1]) == parent:
+                found.append(int(pid))
+    return found
+
+
+SUITE_STOP = pytest.StashKey[SuiteStop]()
 
 
 def pytest_configure(config):
-    """A make test stopped by SIGTERM (a CI timeout, `kill` of its process group) ends as Ctrl-C
-    does: pytest then tears the session's fixtures down (their servers, namespaces with an sshd,
-    stopped runs), which Python's default for SIGTERM, an immediate exit, skips. In the controller
-    and in each xdist worker (both read this file)."""
-    signal.signal(signal.SIGTERM, stop_as_interrupted)
+    controller = not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
+    config.stash[SUITE_STOP] = stop = SuiteStop(controller)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):
+    """The controller's loop is xdist's taking of its workers' reports (workers run their own)."""
+    stop = session.config.stash[SUITE_STOP]
+    stop.workers_run = True
+    try:
+        return (yield)
+    finally:
+        stop.workers_run = False
 
 
 def pytest_collection_modifyitems(config, items):

@@ -24,14 +24,15 @@ def test_no_two_test_files_share_a_name():
 
 
 STOPPED_SUITE = '''
-import pathlib, time
+import os, pathlib, time
 import pytest
 
 @pytest.fixture(scope="session")
-def made(tmp_path_factory):
+def made():
     mark = pathlib.Path(__file__).parent
     (mark / "set-up").touch()
     yield
+    time.sleep(float(os.environ["TEARDOWN_S"]))
     (mark / "torn-down").touch()
 
 def test_waits(made):
@@ -39,11 +40,14 @@ def test_waits(made):
 '''
 
 
-def test_a_suite_stopped_by_sigterm_tears_its_fixtures_down(tmp_path):
+@pytest.mark.parametrize("teardown_s", [0, pytest.param(17, marks=pytest.mark.integration)])
+def test_a_suite_stopped_by_sigterm_tears_its_fixtures_down(tmp_path, teardown_s):
     """A make test killed by SIGTERM to its process group (a CI timeout) still runs the session's
-    teardown, in an xdist worker as in `make test`: a real pytest of one test stopped half-way."""
+    teardown, in an xdist worker as in `make test`, however long it takes: a real pytest of one test
+    stopped half-way. 17 s: past execnet's interrupt (5 s after its controller's stop) and exit (10 s
+    after that), which cut it before the controller waited for its workers."""
     (tmp_path / "test_stopped.py").write_text(STOPPED_SUITE)
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "TEARDOWN_S": str(teardown_s)}
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider", "-n", "1",
                              "test_stopped.py"], cwd=tmp_path, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -52,8 +56,9 @@ def test_a_suite_stopped_by_sigterm_tears_its_fixtures_down(tmp_path):
         time.sleep(0.1)
     assert (tmp_path / "set-up").exists(), proc.communicate(timeout=60)[0]
     os.killpg(proc.pid, signal.SIGTERM)
-    out = proc.communicate(timeout=60)[0]
+    out = proc.communicate(timeout=60 + teardown_s)[0]
     assert (tmp_path / "torn-down").exists(), out
+    assert proc.returncode != 0, out
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="gives a folder to another user (root only)")
