@@ -8,6 +8,7 @@ unprivileged user (PostgreSQL refuses root anyway).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import pwd
@@ -16,7 +17,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from .clientenv import child_env
 from .errors import UserError
@@ -25,15 +26,34 @@ from .files import write_atomically
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
+STOPPING = {signal.SIGINT, signal.SIGTERM}   # what the runner stops on (runner.signals_interrupt)
 
 
-def die_with_parent(sig: int, netns: str | None = None, uid: int | None = None, gid: int | None = None):
-    """The child's set-up between fork and exec: network namespace, identity, death signal.
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[set]:
+    """SIGINT and SIGTERM held (blocked) until the block ends or the caller lets them through by
+    restoring the mask it yields (the mask before), once a child it started is its to kill: the
+    runner raises Interrupted from them, and one landing between the fork and that point left the
+    child running through the run's clean-up (a pgbench on a database being dropped). The child
+    restores the mask before its exec (die_with_parent(mask=...))."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+    try:
+        yield before
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def die_with_parent(sig: int, netns: str | None = None, uid: int | None = None, gid: int | None = None,
+                    mask: set | None = None):
+    """The child's set-up between fork and exec: signal mask (when given), network namespace,
+    identity, death signal.
 
     In this order because entering a namespace needs root, and a change of identity clears
     the parent-death signal.
     """
     def preexec() -> None:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if netns is not None:
             fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
             if _libc.setns(fd, _CLONE_NEWNET) != 0:
@@ -138,16 +158,19 @@ def password_env(passfile: str | Path | None, base: Mapping[str, str] | None = N
 
 def run_client(args: Sequence[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a client (pgbench, a native client) as ourselves (env: child_env()); kill it if we are interrupted."""
-    proc = subprocess.Popen(
-        list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env() if env is None else env,
-        preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
+    with stop_signals_held() as before:
+        proc = subprocess.Popen(
+            list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=child_env() if env is None else env, start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGKILL, mask=before),
+        )
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)   # one held since the fork is raised here
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

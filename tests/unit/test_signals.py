@@ -1,7 +1,7 @@
 """A SIGTERM that lands in one of logging's at-fork hooks (they run around every spawn with a
 preexec_fn) would be printed as 'Exception ignored in ... Traceback' and dropped: the run's
 handler sends it again once the hook is over, where it raises Interrupted as usual. One that lands
-as a measured program starts stops the program with the run."""
+as a measured program or a client starts stops it with the run."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -16,6 +17,7 @@ import pytest
 
 from pgpathbench import runner
 from pgpathbench.errors import Interrupted
+from pgpathbench import procs
 from pgpathbench.procs import pid_alive
 from pgpathbench.tools import spawn
 
@@ -76,6 +78,28 @@ def test_a_signal_as_a_measured_program_starts_is_held_until_the_program_is_kill
         if started:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(started[0], signal.SIGKILL)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == mask, "the signal mask is as it was"
+
+
+def test_a_signal_as_a_client_starts_is_held_until_the_client_is_killed_with_the_run(monkeypatch):
+    """SIGTERM sent as Popen returns a client (run_client: pgbench's initialisation, psql): before,
+    Interrupted was raised there, outside the part that kills the client on the way out."""
+    started, mask = [], signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+    class SignalOnStart(subprocess.Popen):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            started.append(self.pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+    monkeypatch.setattr(procs.subprocess, "Popen", SignalOnStart)
+    try:
+        with runner.signals_interrupt(), pytest.raises(Interrupted):
+            procs.run_client(["sleep", "30"], timeout=60)
+        assert not pid_alive(started[0]), "the client was killed and reaped"
+    finally:
+        if started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(started[0], signal.SIGKILL)
     assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == mask, "the signal mask is as it was"
 
 

@@ -23,13 +23,12 @@ from typing import Callable, Sequence
 from ..clientenv import child_env
 from ..errors import UserError
 from ..metrics import Metric
-from ..procs import die_with_parent
+from ..procs import die_with_parent, stop_signals_held
 
 REPO = Path(__file__).resolve().parents[3]
 MEASURE = REPO / ".tools" / "clients" / "pgpb_measure"
 # The sessions of the programs being measured now (pid -> its kill): abort_running() ends them.
 _running: dict[int, Callable[[], None]] = {}
-STOPPING = {signal.SIGINT, signal.SIGTERM}   # what the runner stops on (runner.signals_interrupt)
 
 
 @dataclass(frozen=True)
@@ -56,51 +55,46 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
     if not MEASURE.is_file():
         raise UserError(f"{MEASURE} is missing; run scripts/build-clients (make bootstrap does)")
     report_r, report_w = os.pipe()
-    # SIGINT/SIGTERM held from before the fork until the child is ours to kill: the runner raises
-    # Interrupted from them, and one landing in between left the program running through the run's
-    # clean-up (a pgbench on a database being dropped). The child lets them through before its exec.
-    unheld = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)   # the mask before
     t0 = time.perf_counter()
-    try:
-        proc = _start(args, report_w, child_env() if env is None else env, stdout, unheld)
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, unheld)
-        os.close(report_r)
-        raise
-    finally:
-        os.close(report_w)
-    timed_out, lock, reaped = threading.Event(), threading.Lock(), []
+    with stop_signals_held() as unheld:   # until the program is ours to kill (_running, the except below)
+        try:
+            proc = _start(args, report_w, child_env() if env is None else env, stdout, unheld)
+        except BaseException:
+            os.close(report_r)
+            raise
+        finally:
+            os.close(report_w)
+        timed_out, lock, reaped = threading.Event(), threading.Lock(), []
 
-    def kill() -> None:
-        with lock:              # never signal a pid that was reaped (and could be reused)
-            if not reaped:
-                timed_out.set()
-                _kill_session(proc.pid)
+        def kill() -> None:
+            with lock:              # never signal a pid that was reaped (and could be reused)
+                if not reaped:
+                    timed_out.set()
+                    _kill_session(proc.pid)
 
-    watchdog = threading.Timer(timeout, kill)
-    watchdog.daemon = True
-    try:
-        watchdog.start()
-        _running[proc.pid] = kill
-        signal.pthread_sigmask(signal.SIG_SETMASK, unheld)   # one held since the fork is raised here
-        out, err, report = _read_all([proc.stdout.fileno() if proc.stdout else None, proc.stderr.fileno(),
-                                      report_r])
-        _, status, _ = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        with lock:
-            reaped.append(True)
-    except BaseException:
-        _kill_session(proc.pid)
-        _reap(proc)
-        raise
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, unheld)
-        _running.pop(proc.pid, None)
-        watchdog.cancel()
-        for f in (proc.stdout, proc.stderr):
-            if f is not None:
-                f.close()
-        os.close(report_r)
+        watchdog = threading.Timer(timeout, kill)
+        watchdog.daemon = True
+        try:
+            watchdog.start()
+            _running[proc.pid] = kill
+            signal.pthread_sigmask(signal.SIG_SETMASK, unheld)   # one held since the fork is raised here
+            out, err, report = _read_all([proc.stdout.fileno() if proc.stdout else None, proc.stderr.fileno(),
+                                          report_r])
+            _, status, _ = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - t0
+            with lock:
+                reaped.append(True)
+        except BaseException:
+            _kill_session(proc.pid)
+            _reap(proc)
+            raise
+        finally:
+            _running.pop(proc.pid, None)
+            watchdog.cancel()
+            for f in (proc.stdout, proc.stderr):
+                if f is not None:
+                    f.close()
+            os.close(report_r)
     proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: Popen must not wait again
     return _measured(tuple(args), proc.returncode, out, err, report, wall, timed_out.is_set())
 
@@ -122,14 +116,9 @@ def _measured(args: tuple, measure_exit: int, out: bytes, err: bytes, report: by
 def _start(args: Sequence[str], report_w: int, env: dict, stdout: int | None, unheld: set) -> subprocess.Popen:
     """pgpb_measure on args in a session of its own, dying with us; in the child, the signal mask
     as it was before the spawn (`unheld`), so that the program itself can be stopped."""
-    die = die_with_parent(signal.SIGKILL)
-
-    def setup() -> None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, unheld)
-        die()
     return subprocess.Popen([str(MEASURE), str(report_w), *args], stdin=subprocess.DEVNULL, stdout=stdout,
-                            stderr=subprocess.PIPE, env=env, pass_fds=(report_w,), preexec_fn=setup,
-                            start_new_session=True)
+                            stderr=subprocess.PIPE, env=env, pass_fds=(report_w,),
+                            preexec_fn=die_with_parent(signal.SIGKILL, mask=unheld), start_new_session=True)
 
 
 def abort_running() -> None:
