@@ -260,9 +260,8 @@ class Runner:
             self._finish(run_id, "failed", clock,
                          {"error": "".join(traceback.format_exception_only(type(e), e)).strip()})
             if disk.is_full(e):   # a write of the store's before or after the measurements: which disk
-                raise RunFailed(f"the disk is full: {self._full_disks() or reason(e)}; run {run_id} stopped, what "
-                                f"was stored is kept: free some space, then 'pgpathbench run --resume {run_id}'") \
-                    from None
+                raise RunFailed(f"{self._disk_full(e)}; run {run_id} stopped, what was stored is kept: free "
+                                f"some space, then 'pgpathbench run --resume {run_id}'") from None
             raise
         if _pending_signal:  # the last measurement's interrupt was swallowed: still interrupted
             self._finish(run_id, "interrupted", clock, {"interrupted_by": signal.Signals(_pending_signal[0]).name})
@@ -301,8 +300,13 @@ class Runner:
             full = self._full_disks()
             if not (full or disk.is_full(e)):
                 raise
-            raise _Stopped(f"the disk is full: {full or reason(e)}: the measurement of {what} was not stored "
+            raise _Stopped(f"{self._disk_full(e, full)}: the measurement of {what} was not stored "
                            "(free some space before resuming)") from None
+
+    def _disk_full(self, e: BaseException, full: str | None = None) -> str:
+        """A full disk said with the file systems of ours that are full (`full`, found now if not given),
+        or with the error where none of ours is."""
+        return f"the disk is full: {(self._full_disks() if full is None else full) or reason(e)}"
 
     def _full_disks(self) -> str:
         """The file systems of ours that are full: the workspace's (servers, results), the scratch's."""
