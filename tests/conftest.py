@@ -88,6 +88,8 @@ def pytest_configure(config):
     config.stash[SUITE_STOP] = stop = SuiteStop(controller)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
+    if not hasattr(config, "workerinput"):   # the workers, started later, inherit it
+        os.environ[TEMPLATES_VAR] = str(session_templates())
 
 
 @pytest.hookimpl(wrapper=True)
@@ -141,10 +143,25 @@ def pytest_report_header(config):
     return f"workspaces: {workspace_base()}"
 
 
+# A session's clusters are copied from templates of its own (PGPATHBENCH_TEMPLATES, servers/template.py),
+# made once for the session instead of once in each test's workspace: 169 initdb a suite before,
+# about 0.4 s of CPU each here (initdb and its postgres children).
+TEMPLATES_VAR = "PGPATHBENCH_TEMPLATES"
+
+
+def session_templates() -> Path:
+    """The session's templates, in the suite's folder (a make check beside a make test of the same
+    clone has its own)."""
+    return workspace_base() / f"templates-{os.getpid()}"
+
+
 def pytest_unconfigure(config):
-    """The suite's folder on /dev/shm removed when empty (the last session out; its workspaces are
-    removed by their fixtures)."""
-    if workspace_base().parent == SHM and not hasattr(config, "workerinput"):
+    """The session's templates removed, and the suite's folder on /dev/shm when empty (the last
+    session out; its workspaces are removed by their fixtures)."""
+    if hasattr(config, "workerinput"):
+        return
+    shutil.rmtree(session_templates(), ignore_errors=True)
+    if workspace_base().parent == SHM:
         with contextlib.suppress(OSError):
             workspace_base().rmdir()
 

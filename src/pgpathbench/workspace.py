@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from .errors import UserError
 from .procs import OsUser
 
 ENV_VAR = "PGPATHBENCH_HOME"
+TEMPLATES_VAR = "PGPATHBENCH_TEMPLATES"   # a folder of templates (servers/template.py) shared by workspaces
 GATE = "workspace.lock"
 PROCESSES = "processes"
 NAMING_S = 1.0     # how long `clean --all` looks for the records of the processes it was refused by
@@ -50,10 +52,30 @@ def default_root() -> Path:
     return Path(base) / "pgpathbench"
 
 
+def shared_templates() -> Path | None:
+    """PGPATHBENCH_TEMPLATES: where new clusters' templates are kept for every workspace that names it
+    (initdb once, not once per workspace). A template becomes a server's data directory, so the
+    folder must be ours alone: one another user owns, or anyone else may write, is refused."""
+    value = os.environ.get(TEMPLATES_VAR)
+    if value is None:
+        return None
+    try:
+        path = Path(validate.directory(value))
+    except ValueError as e:
+        raise UserError(f"{TEMPLATES_VAR}: {e}") from None
+    with contextlib.suppress(FileNotFoundError):   # made at the first template (0711)
+        found = os.lstat(path)
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o022:
+            raise UserError(f"{TEMPLATES_VAR}: {path} must be a folder of yours that others cannot write; "
+                            f"name a new one, or unset {TEMPLATES_VAR} for the workspace's own")
+    return path
+
+
 @dataclass(frozen=True)
 class Workspace:
     root: Path
     server_user: OsUser
+    shared_templates: Path | None = None   # PGPATHBENCH_TEMPLATES; None: the workspace's own folder
 
     @classmethod
     def open(cls, root: str | Path | None, server_user: str | None = None) -> "Workspace":
@@ -63,22 +85,23 @@ class Workspace:
             path = Path(validate.directory(str(root or default_root())))
         except ValueError as e:
             raise UserError(f"{where}: {e}") from None
-        existing = next(p for p in [path, *path.parents] if p.exists())
-        ws = cls(path, OsUser.for_servers(server_user))
-        ws._check_reachable(existing)
+        ws = cls(path, OsUser.for_servers(server_user), shared_templates())
+        ws._check_reachable(path, "--workspace", "choose a path such as /var/lib/pgpathbench")
+        if ws.shared_templates:
+            ws._check_reachable(ws.shared_templates, TEMPLATES_VAR, "choose a folder it can reach")
         return ws
 
-    def _check_reachable(self, existing: Path) -> None:
-        """The server user must be able to traverse every existing parent of the workspace."""
+    def _check_reachable(self, path: Path, where: str, fix: str) -> None:
+        """The server user must be able to traverse every existing parent of `path`."""
         if self.server_user.is_me:
             return
+        existing = next(p for p in [path, *path.parents] if p.exists())
         for parent in [existing, *existing.parents]:
             st = parent.stat()
             if not st.st_mode & 0o001 and st.st_uid != self.server_user.uid:
                 raise UserError(
-                    f"--workspace: {self.root} is not reachable by server user "
-                    f"'{self.server_user.name}' ({parent} is not world-searchable); "
-                    f"choose a path such as /var/lib/pgpathbench"
+                    f"{where}: {path} is not reachable by server user "
+                    f"'{self.server_user.name}' ({parent} is not world-searchable); {fix}"
                 )
 
     def free_bytes(self) -> int:
@@ -92,7 +115,7 @@ class Workspace:
     @property
     def templates_dir(self) -> Path:
         """Pristine data directories that new clusters are copied from (servers/template.py)."""
-        return self.root / "templates"
+        return self.shared_templates or self.root / "templates"
 
     @property
     def servers_dir(self) -> Path:

@@ -155,6 +155,30 @@ def test_an_empty_pgpathbench_home_is_no_workspace(argv, monkeypatch, capsys, un
                    "for the default workspace\n") and out == ""
 
 
+@pytest.mark.parametrize("kind", ["anyone may write", "another user's", "a file"])
+def test_a_templates_folder_others_can_write_is_refused(kind, tmp_path, monkeypatch, capsys, untouched):
+    """PGPATHBENCH_TEMPLATES: what is copied from there becomes a server's data directory (its
+    postgresql.conf runs commands), so only a folder of ours alone is taken."""
+    shared = tmp_path / "templates"
+    if kind == "a file":
+        shared.write_text("")
+    else:
+        shared.mkdir(mode=0o700)
+        if kind == "anyone may write":
+            shared.chmod(0o777)
+        elif os.geteuid() == 0:
+            os.chown(shared, 65534, -1)
+        else:
+            pytest.skip("gives a folder to another user (root only)")
+    monkeypatch.setenv("PGPATHBENCH_TEMPLATES", str(shared))
+    assert cli.main([*FDW]) == 2
+    out, err = capsys.readouterr()
+    said = (f"cannot write below {shared} (not a directory); choose a writable directory" if kind == "a file" else
+            f"{shared} must be a folder of yours that others cannot write; name a new one, or unset "
+            "PGPATHBENCH_TEMPLATES for the workspace's own")
+    assert out == "" and err == f"pgpathbench: error: PGPATHBENCH_TEMPLATES: {said}\n", err
+
+
 @pytest.mark.parametrize("command", [["report", str(EXPORT)], ["compare", str(EXPORT), str(EXPORT)]], ids=" ".join)
 def test_html_replaces_a_file_only_when_told(command, tmp_path, capsys, untouched):
     target = tmp_path / "page.html"

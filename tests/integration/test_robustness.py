@@ -292,13 +292,14 @@ def test_initdb_killed_is_one_line_naming_the_cause(ws):
     """initdb SIGKILLed (by the OOM killer, or by the `clean` of an older version): of the results
     cluster, the command says so in one line, and the next one makes the cluster whole; of a run's
     server, the run stops in one line that says how to resume it."""
-    reader = spawn_pgpathbench("runs", workspace=ws)
-    os.kill(initdb_of(ws / "templates"), signal.SIGKILL)   # the results cluster's, the first of the workspace
+    own = {"PGPATHBENCH_TEMPLATES": str(ws / "templates")}   # not the session's: this initdb is the workspace's first
+    reader = spawn_pgpathbench("runs", workspace=ws, env=own)
+    os.kill(initdb_of(ws / "templates"), signal.SIGKILL)   # the results cluster's
     _, err = reader.communicate(timeout=120)
     assert reader.returncode == 1 and len(err.splitlines()) == 1, err
     assert err.startswith("pgpathbench: the results cluster did not start: initdb of results failed: killed by "
                           "SIGKILL, by the kernel's OOM killer"), err
-    proc = spawn_pgpathbench(*SMALL, workspace=ws)   # its results cluster made whole, or it could not start
+    proc = spawn_pgpathbench(*SMALL, workspace=ws, env=own)   # its results cluster made whole, or it could not start
     os.kill(initdb_of(ws / "servers"), signal.SIGKILL)
     _, err = proc.communicate(timeout=300)
     run_id = runs(ws)[-1]["run_id"]

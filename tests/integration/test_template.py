@@ -1,7 +1,11 @@
-"""New clusters copied from one pristine initdb per workspace (servers/template.py): each copy gets
-its own password at its first start, and is a cluster like one initdb made."""
+"""New clusters copied from one pristine initdb per workspace (servers/template.py), or per folder
+of templates shared by workspaces (PGPATHBENCH_TEMPLATES: the suite's own): each copy gets its own
+password at its first start, and is a cluster like one initdb made."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -9,6 +13,8 @@ import pytest
 from pgpathbench.procs import OsUser
 from pgpathbench.servers import binaries, template
 from pgpathbench.servers.cluster import SUPERUSER, Cluster
+from pgpathbench.workspace import Workspace
+from conftest import pgpathbench_main
 
 pytestmark = pytest.mark.integration
 
@@ -70,3 +76,15 @@ def test_md5_copy_stores_an_md5_hash(clusters):
         assert stored.startswith("md5") and _tcp(c, c.passfile) == "pgpathbench"
     finally:
         c.remove()
+
+
+def test_workspaces_naming_a_shared_folder_copy_from_it(workspace_root):
+    """The suite's workspaces share the session's templates: a workspace's results cluster is copied
+    from there, and the workspace keeps no templates of its own."""
+    shared = Path(os.environ["PGPATHBENCH_TEMPLATES"])
+    ws = workspace_root / "shared-templates"
+    assert pgpathbench_main("runs", workspace=ws).returncode == 0
+    bins, user = binaries.resolve(15), Workspace.open(ws).server_user
+    assert (shared / template.key(bins, user, SUPERUSER) / "data" / "PG_VERSION").is_file()
+    assert not (ws / "templates").exists()
+    assert shared.stat().st_mode & 0o777 == 0o711
