@@ -17,7 +17,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from .clientenv import child_env
 from .errors import UserError
@@ -26,34 +26,49 @@ from .files import write_atomically
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
-STOPPING = {signal.SIGINT, signal.SIGTERM}   # what the runner stops on (runner.signals_interrupt)
+_held: list[bool] = []        # one entry per stop_signals_held block open now
+_deferred: list[int] = []     # the stop signal that came while one was open
 
 
 @contextlib.contextmanager
-def stop_signals_held() -> Iterator[set]:
-    """SIGINT and SIGTERM held (blocked) until the block ends or the caller lets them through by
-    restoring the mask it yields (the mask before), once a child it started is its to kill: the
-    runner raises Interrupted from them, and one landing between the fork and that point left the
-    child running through the run's clean-up (a pgbench on a database being dropped). The child
-    restores the mask before its exec (die_with_parent(mask=...))."""
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+def stop_signals_held() -> Iterator[Callable[[], None]]:
+    """The run's SIGINT/SIGTERM (runner.signals_interrupt, which asks defer_stop_signal) put off
+    until the block ends or the caller lets them through with the function it yields, once a child
+    it started is its to kill: one raised between the fork and that point left the child running
+    through the run's clean-up (a pgbench on a database being dropped). Put off in Python, not by
+    the thread's signal mask: the kernel gives a signal the mask blocks to another thread (the
+    watchdog's, a sampler's), and Python runs the handler in the main thread all the same."""
+    _held.append(True)
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            _held.pop()
+            if _deferred and not _held:
+                signal.raise_signal(_deferred.pop())   # its handler runs here, in this thread
     try:
-        yield before
+        yield release
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        release()
 
 
-def die_with_parent(sig: int, netns: str | None = None, uid: int | None = None, gid: int | None = None,
-                    mask: set | None = None):
-    """The child's set-up between fork and exec: signal mask (when given), network namespace,
-    identity, death signal.
+def defer_stop_signal(signum: int) -> bool:
+    """Whether a stop signal is put off (a stop_signals_held block is open): its handler then returns."""
+    if _held:
+        _deferred[:] = _deferred or [signum]
+        return True
+    return False
+
+
+def die_with_parent(sig: int, netns: str | None = None, uid: int | None = None, gid: int | None = None):
+    """The child's set-up between fork and exec: network namespace, identity, death signal.
 
     In this order because entering a namespace needs root, and a change of identity clears
     the parent-death signal.
     """
     def preexec() -> None:
-        if mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if netns is not None:
             fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
             if _libc.setns(fd, _CLONE_NEWNET) != 0:
@@ -158,14 +173,14 @@ def password_env(passfile: str | Path | None, base: Mapping[str, str] | None = N
 
 def run_client(args: Sequence[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a client (pgbench, a native client) as ourselves (env: child_env()); kill it if we are interrupted."""
-    with stop_signals_held() as before:
+    with stop_signals_held() as release:
         proc = subprocess.Popen(
             list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=child_env() if env is None else env, start_new_session=True,
-            preexec_fn=die_with_parent(signal.SIGKILL, mask=before),
+            env=child_env() if env is None else env, preexec_fn=die_with_parent(signal.SIGKILL),
+            start_new_session=True,
         )
         try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, before)   # one held since the fork is raised here
+            release()   # a stop signal put off since the fork is raised here
             out, err = proc.communicate(timeout=timeout)
         except BaseException:
             proc.kill()

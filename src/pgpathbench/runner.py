@@ -34,7 +34,7 @@ from .environment import host_fingerprint
 from .evidence import collected
 from .errors import CaseError, Interrupted, RunFailed, ServerRefused, UserError, reason
 from .matrix import StudyOptions, round_order
-from .procs import pid_alive
+from .procs import defer_stop_signal, pid_alive
 from .progress import ProgressReporter, format_duration, headline
 from .results.fingerprint import Fingerprint
 from .results.model import MODEL_VERSION
@@ -89,6 +89,8 @@ def signals_interrupt():
     """SIGINT/SIGTERM raise Interrupted once; later ones are ignored while we clean up. A signal
     that lands in a fork hook is sent again a moment later, once the spawn is over."""
     def handler(signum, frame):
+        if defer_stop_signal(signum):   # a child is starting: raised once it is ours to kill
+            return
         if _in_ignoring_code(frame):
             threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
             return

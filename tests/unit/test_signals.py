@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -55,52 +56,55 @@ def test_a_signal_elsewhere_raises_at_once():
             handler(signal.SIGTERM, sys._getframe())
 
 
-def test_a_signal_as_a_measured_program_starts_is_held_until_the_program_is_killed_with_the_run(monkeypatch):
-    """SIGTERM sent right after the fork (here, as the program is registered for abort_running):
-    before, Interrupted was raised there, outside the part that kills the program on the way out,
-    and the program ran on through the run's clean-up (a pgbench on a database being dropped)."""
-    started, mask = [], signal.pthread_sigmask(signal.SIG_BLOCK, set())
-
-    class SignalOnRegistration(dict):
-        def __setitem__(self, pid, kill):
-            started.append(pid)
-            os.kill(os.getpid(), signal.SIGTERM)
-            super().__setitem__(pid, kill)
-    monkeypatch.setattr(spawn, "_running", SignalOnRegistration())
-    try:
-        with runner.signals_interrupt(), pytest.raises(Interrupted):
-            spawn.spawn_measured(["sleep", "30"], timeout=60)
-        deadline = time.monotonic() + 5
-        while (left := _running_in_session(started[0])) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not left, f"left running in the program's session: {left}"
-    finally:
-        if started:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(started[0], signal.SIGKILL)
-    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == mask, "the signal mask is as it was"
-
-
-def test_a_signal_as_a_client_starts_is_held_until_the_client_is_killed_with_the_run(monkeypatch):
-    """SIGTERM sent as Popen returns a client (run_client: pgbench's initialisation, psql): before,
-    Interrupted was raised there, outside the part that kills the client on the way out."""
-    started, mask = [], signal.pthread_sigmask(signal.SIG_BLOCK, set())
+@pytest.fixture
+def signal_as_popen_returns(monkeypatch):
+    """Every Popen made meanwhile sends us SIGTERM as it returns (the fork and exec done, the child
+    not yet ours to kill), with another thread alive, as in a run (the watchdog's, a sampler's): the
+    kernel gives it a signal the main thread's mask blocks. Yields the Popen objects made."""
+    started, done = [], threading.Event()
+    bystander = threading.Thread(target=done.wait)
 
     class SignalOnStart(subprocess.Popen):
         def __init__(self, *args, **kw):
             super().__init__(*args, **kw)
-            started.append(self.pid)
+            started.append(self)
             os.kill(os.getpid(), signal.SIGTERM)
-    monkeypatch.setattr(procs.subprocess, "Popen", SignalOnStart)
+            time.sleep(0.05)   # taken by the other thread meanwhile,
+            handled_here()     # its handler run (at a call of a Python function) before Popen returns
+    monkeypatch.setattr(subprocess, "Popen", SignalOnStart)
+    bystander.start()
     try:
-        with runner.signals_interrupt(), pytest.raises(Interrupted):
-            procs.run_client(["sleep", "30"], timeout=60)
-        assert not pid_alive(started[0]), "the client was killed and reaped"
+        yield started
     finally:
-        if started:
+        done.set()
+        bystander.join()
+        for proc in started:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(started[0], signal.SIGKILL)
-    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == mask, "the signal mask is as it was"
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def handled_here() -> None:
+    """A call of a Python function: where the main thread runs a pending signal's handler."""
+
+
+def test_a_signal_as_a_measured_program_starts_is_held_until_the_program_is_killed_with_the_run(
+        signal_as_popen_returns):
+    """Before, Interrupted was raised there, outside the part that kills the program on the way out,
+    and the program ran on through the run's clean-up (a pgbench on a database being dropped)."""
+    with runner.signals_interrupt(), pytest.raises(Interrupted):
+        spawn.spawn_measured(["sleep", "30"], timeout=60)
+    session = signal_as_popen_returns[0].pid
+    deadline = time.monotonic() + 5
+    while (left := _running_in_session(session)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"left running in the program's session: {left}"
+
+
+def test_a_signal_as_a_client_starts_is_held_until_the_client_is_killed_with_the_run(signal_as_popen_returns):
+    """run_client (pgbench's initialisation, psql): the same window."""
+    with runner.signals_interrupt(), pytest.raises(Interrupted):
+        procs.run_client(["sleep", "30"], timeout=60)
+    assert signal_as_popen_returns[0].returncode == -signal.SIGKILL, "the client was killed and reaped"
 
 
 def _running_in_session(sid: int) -> list[int]:

@@ -56,9 +56,9 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
         raise UserError(f"{MEASURE} is missing; run scripts/build-clients (make bootstrap does)")
     report_r, report_w = os.pipe()
     t0 = time.perf_counter()
-    with stop_signals_held() as unheld:   # until the program is ours to kill (_running, the except below)
+    with stop_signals_held() as release:   # until the program is ours to kill (_running, the except below)
         try:
-            proc = _start(args, report_w, child_env() if env is None else env, stdout, unheld)
+            proc = _start(args, report_w, child_env() if env is None else env, stdout)
         except BaseException:
             os.close(report_r)
             raise
@@ -77,7 +77,7 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
         try:
             watchdog.start()
             _running[proc.pid] = kill
-            signal.pthread_sigmask(signal.SIG_SETMASK, unheld)   # one held since the fork is raised here
+            release()   # a stop signal put off since the fork is raised here
             out, err, report = _read_all([proc.stdout.fileno() if proc.stdout else None, proc.stderr.fileno(),
                                           report_r])
             _, status, _ = os.wait4(proc.pid, 0)
@@ -113,12 +113,11 @@ def _measured(args: tuple, measure_exit: int, out: bytes, err: bytes, report: by
                     float(fields[3]), int(fields[1]), timed_out)
 
 
-def _start(args: Sequence[str], report_w: int, env: dict, stdout: int | None, unheld: set) -> subprocess.Popen:
-    """pgpb_measure on args in a session of its own, dying with us; in the child, the signal mask
-    as it was before the spawn (`unheld`), so that the program itself can be stopped."""
+def _start(args: Sequence[str], report_w: int, env: dict, stdout: int | None) -> subprocess.Popen:
+    """pgpb_measure on args in a session of its own, dying with us."""
     return subprocess.Popen([str(MEASURE), str(report_w), *args], stdin=subprocess.DEVNULL, stdout=stdout,
                             stderr=subprocess.PIPE, env=env, pass_fds=(report_w,),
-                            preexec_fn=die_with_parent(signal.SIGKILL, mask=unheld), start_new_session=True)
+                            preexec_fn=die_with_parent(signal.SIGKILL), start_new_session=True)
 
 
 def abort_running() -> None:
