@@ -56,12 +56,16 @@ class SuiteStop:
     interrupts a worker 5 s later and ends it 10 s after that, whatever its teardown is doing. A
     second signal stops the controller at once."""
 
-    def __init__(self, controller: bool):
-        self.controller, self.workers_run, self.received = controller, False, 0
+    def __init__(self, config: pytest.Config):
+        self.config, self.workers_run, self.received = config, False, 0
+        self.controller = not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
 
     def __call__(self, signum, frame):
         self.received += 1
         if self.controller and self.workers_run and self.received == 1:
+            # xdist then ends the session, interrupted, even if a worker still starting dies of it
+            # (it would start another in its place; 3.8's DSession, the controller's loop)
+            self.config.pluginmanager.getplugin("dsession").shouldstop = f"stopped by signal {signum}"
             for pid in children_of(os.getpid()):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
@@ -84,8 +88,7 @@ SUITE_STOP = pytest.StashKey[SuiteStop]()
 
 
 def pytest_configure(config):
-    controller = not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
-    config.stash[SUITE_STOP] = stop = SuiteStop(controller)
+    config.stash[SUITE_STOP] = stop = SuiteStop(config)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
     if not hasattr(config, "workerinput"):   # the workers, started later, inherit it
