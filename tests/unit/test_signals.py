@@ -16,9 +16,8 @@ import time
 
 import pytest
 
-from pgpathbench import runner
+from pgpathbench import procs, runner
 from pgpathbench.errors import Interrupted
-from pgpathbench import procs
 from pgpathbench.procs import pid_alive
 from pgpathbench.tools import spawn
 
@@ -59,8 +58,9 @@ def test_a_signal_elsewhere_raises_at_once():
 @pytest.fixture
 def signal_as_popen_returns(monkeypatch):
     """Every Popen made meanwhile sends us SIGTERM as it returns (the fork and exec done, the child
-    not yet ours to kill), with another thread alive, as in a run (the watchdog's, a sampler's): the
-    kernel gives it a signal the main thread's mask blocks. Yields the Popen objects made."""
+    not yet ours to kill), with another thread alive, as in a run (the watchdog's, a sampler's),
+    which the kernel may give the signal to (all of it, were the main thread's mask to block it).
+    Yields the Popen objects made."""
     started, done = [], threading.Event()
     bystander = threading.Thread(target=done.wait)
 
