@@ -65,7 +65,8 @@ class SuiteStop:
         if self.controller and self.workers_run and self.received == 1:
             # xdist then ends the session, interrupted, even if a worker still starting dies of it
             # (it would start another in its place; 3.8's DSession, the controller's loop)
-            self.config.pluginmanager.getplugin("dsession").shouldstop = f"stopped by signal {signum}"
+            if (dsession := self.config.pluginmanager.getplugin("dsession")) is not None:
+                dsession.shouldstop = f"stopped by signal {signum}"
             for pid in children_of(os.getpid()):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)

@@ -88,7 +88,7 @@ class Workspace:
         ws = cls(path, OsUser.for_servers(server_user), shared_templates())
         ws._check_reachable(path, "--workspace", "choose a path such as /var/lib/pgpathbench")
         if ws.shared_templates:
-            ws._check_reachable(ws.shared_templates, TEMPLATES_VAR, "choose a folder it can reach")
+            ws._check_reachable(ws.shared_templates, TEMPLATES_VAR, "chmod o+x that folder, or choose another")
         return ws
 
     def _check_reachable(self, path: Path, where: str, fix: str) -> None:

@@ -155,27 +155,30 @@ def test_an_empty_pgpathbench_home_is_no_workspace(argv, monkeypatch, capsys, un
                    "for the default workspace\n") and out == ""
 
 
-@pytest.mark.parametrize("kind", ["anyone may write", "another user's", "a file"])
+@pytest.mark.parametrize("kind", ["anyone may write", "another user's", "a file", "closed to the server user"])
 def test_a_templates_folder_others_can_write_is_refused(kind, tmp_path, monkeypatch, capsys, untouched):
     """PGPATHBENCH_TEMPLATES: what is copied from there becomes a server's data directory (its
-    postgresql.conf runs commands), so only a folder of ours alone is taken."""
+    postgresql.conf runs commands), so only a folder of ours alone is taken; and one the servers'
+    user (root runs them as another) can reach."""
     shared = tmp_path / "templates"
     if kind == "a file":
         shared.write_text("")
+    elif os.geteuid() != 0 and kind in ("another user's", "closed to the server user"):
+        pytest.skip("servers run as another user, and folders are given to one, as root only")
     else:
         shared.mkdir(mode=0o700)
         if kind == "anyone may write":
             shared.chmod(0o777)
-        elif os.geteuid() == 0:
+        elif kind == "another user's":
             os.chown(shared, 65534, -1)
-        else:
-            pytest.skip("gives a folder to another user (root only)")
     monkeypatch.setenv("PGPATHBENCH_TEMPLATES", str(shared))
     assert cli.main([*FDW]) == 2
     out, err = capsys.readouterr()
-    said = (f"cannot write below {shared} (not a directory); choose a writable directory" if kind == "a file" else
-            f"{shared} must be a folder of yours that others cannot write; name a new one, or unset "
-            "PGPATHBENCH_TEMPLATES for the workspace's own")
+    said = {"a file": f"cannot write below {shared} (not a directory); choose a writable directory",
+            "closed to the server user": f"{shared} is not reachable by server user 'postgres' ({shared} is not "
+                                         "world-searchable); chmod o+x that folder, or choose another"}.get(
+        kind, f"{shared} must be a folder of yours that others cannot write; name a new one, or unset "
+              "PGPATHBENCH_TEMPLATES for the workspace's own")
     assert out == "" and err == f"pgpathbench: error: PGPATHBENCH_TEMPLATES: {said}\n", err
 
 
