@@ -156,7 +156,7 @@ def test_an_empty_pgpathbench_home_is_no_workspace(argv, monkeypatch, capsys, un
 
 
 @pytest.mark.parametrize("kind", ["anyone may write", "another user's", "a file", "closed to the server user"])
-def test_a_templates_folder_others_can_write_is_refused(kind, tmp_path, monkeypatch, capsys, untouched):
+def test_a_templates_folder_not_ours_alone_or_unreachable_is_refused(kind, tmp_path, monkeypatch, capsys, untouched):
     """PGPATHBENCH_TEMPLATES: what is copied from there becomes a server's data directory (its
     postgresql.conf runs commands), so only a folder of ours alone is taken; and one the servers'
     user (root runs them as another) can reach."""
