@@ -37,7 +37,8 @@ from pathlib import Path
 from pgpathbench.cli_parser import build_parser, study_options
 from pgpathbench.evidence import collect
 from pgpathbench.files import write_atomically
-from pgpathbench.runner import Taken, signals_interrupt, take_measurement
+from pgpathbench.runner import Taken, take_measurement
+from pgpathbench.stop_signals import signals_interrupt
 from pgpathbench.servers import binaries
 from pgpathbench.servers.topology import Servers
 from pgpathbench.stats import ratio_summary

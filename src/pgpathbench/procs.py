@@ -8,7 +8,6 @@ unprivileged user (PostgreSQL refuses root anyway).
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import pwd
@@ -17,49 +16,16 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from .clientenv import child_env
 from .errors import UserError
 from .files import write_atomically
+from .stop_signals import held
 
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
-_held: list[bool] = []        # one entry per stop_signals_held block open now
-_deferred: list[int] = []     # the stop signal that came while one was open
-
-
-@contextlib.contextmanager
-def stop_signals_held() -> Iterator[Callable[[], None]]:
-    """The run's SIGINT/SIGTERM (runner.signals_interrupt, which asks defer_stop_signal) put off
-    until the block ends or the caller lets them through with the function it yields, once a child
-    it started is its to kill: one raised between the fork and that point left the child running
-    through the run's clean-up (a pgbench on a database being dropped). Put off in Python, not by
-    the thread's signal mask: the kernel gives a signal the mask blocks to another thread (the
-    watchdog's, a sampler's), and Python runs the handler in the main thread all the same."""
-    _held.append(True)
-    released = False
-
-    def release() -> None:
-        nonlocal released
-        if not released:
-            released = True
-            _held.pop()
-            if _deferred and not _held:
-                signal.raise_signal(_deferred.pop())   # its handler runs here, in this thread
-    try:
-        yield release
-    finally:
-        release()
-
-
-def defer_stop_signal(signum: int) -> bool:
-    """Whether a stop signal is put off (a stop_signals_held block is open): its handler then returns."""
-    if _held:
-        _deferred[:] = _deferred or [signum]
-        return True
-    return False
 
 
 def die_with_parent(sig: int, netns: str | None = None, uid: int | None = None, gid: int | None = None):
@@ -173,7 +139,7 @@ def password_env(passfile: str | Path | None, base: Mapping[str, str] | None = N
 
 def run_client(args: Sequence[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a client (pgbench, a native client) as ourselves (env: child_env()); kill it if we are interrupted."""
-    with stop_signals_held() as release:
+    with held() as release:   # the run's stop signal put off until the client is ours to kill
         proc = subprocess.Popen(
             list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=child_env() if env is None else env, preexec_fn=die_with_parent(signal.SIGKILL),

@@ -15,12 +15,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import logging
-import os
 import secrets
 import signal
 import tempfile
-import threading
 import time
 import traceback
 from collections import Counter
@@ -34,7 +31,7 @@ from .environment import host_fingerprint
 from .evidence import collected
 from .errors import CaseError, Interrupted, RunFailed, ServerRefused, UserError, reason
 from .matrix import StudyOptions, round_order
-from .procs import defer_stop_signal, pid_alive
+from .procs import pid_alive
 from .progress import ProgressReporter, format_duration, headline
 from .results.fingerprint import Fingerprint
 from .results.model import MODEL_VERSION
@@ -45,6 +42,7 @@ from .servers.hosts import Hosts
 from .servers.placement import Placements
 from .servers.topology import Servers, clear_killed_runs
 from .servers.user import UserDsn
+from .stop_signals import check_interrupted, pending_signal, signals_interrupt
 from .store import ResultsStore
 from .studies import get as get_study
 from .results.convergence import MIN_ROUNDS, plan_round
@@ -57,56 +55,7 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
-_pending_signal: list[int] = []   # a signal whose Interrupted may have been swallowed
-
-
-def check_interrupted() -> None:
-    """Raise the interrupt again if its exception was lost (a signal that lands in code that
-    ignores exceptions, such as an at-fork hook, must still stop the run)."""
-    if _pending_signal:
-        raise Interrupted(_pending_signal[0])
-
-
-# Code where an exception is printed ("Exception ignored in ...") and dropped instead of raised:
-# the at-fork hooks logging registers, which run around every spawn with a preexec_fn.
-_IGNORING_CODE = frozenset(getattr(logging, name).__code__ for name in (
-    "_acquireLock", "_releaseLock", "_after_at_fork_child_reinit_locks", "_prepareFork", "_afterFork")
-    if hasattr(logging, name))
-REDELIVER_S = 0.05
 DEATH_GRACE_S = 1.0   # after a failed measurement: a server's death may still be under way
-
-
-def _in_ignoring_code(frame) -> bool:
-    while frame is not None:
-        if frame.f_code in _IGNORING_CODE:
-            return True
-        frame = frame.f_back
-    return False
-
-
-@contextlib.contextmanager
-def signals_interrupt():
-    """SIGINT/SIGTERM raise Interrupted once; later ones are ignored while we clean up. A signal
-    that lands in a fork hook is sent again a moment later, once the spawn is over."""
-    def handler(signum, frame):
-        if defer_stop_signal(signum):   # a child is starting: raised once it is ours to kill
-            return
-        if _in_ignoring_code(frame):
-            threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
-            return
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _pending_signal.append(signum)
-        raise Interrupted(signum)
-
-    _pending_signal.clear()
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 class _Stopped(Exception):
@@ -265,9 +214,9 @@ class Runner:
                 raise RunFailed(f"{self._disk_full(e)}; run {run_id} stopped, what was stored is kept: free "
                                 f"some space, then 'pgpathbench run --resume {run_id}'") from None
             raise
-        if _pending_signal:  # the last measurement's interrupt was swallowed: still interrupted
-            self._finish(run_id, "interrupted", clock, {"interrupted_by": signal.Signals(_pending_signal[0]).name})
-            raise Interrupted(_pending_signal[0])
+        if (signum := pending_signal()) is not None:  # the last measurement's interrupt was swallowed
+            self._finish(run_id, "interrupted", clock, {"interrupted_by": signal.Signals(signum).name})
+            raise Interrupted(signum)
         self._finish(run_id, "finished", clock, {"failed_measurements": self.store.failed_count(run_id)[0]})
 
     def _prepare(self, study, options: StudyOptions, servers: Servers, run_id: str, session: int,
@@ -299,16 +248,14 @@ class Runner:
         try:
             yield
         except psycopg.Error as e:
-            full = self._full_disks()
-            if not (full or disk.is_full(e)):
+            if not (self._full_disks() or disk.is_full(e)):
                 raise
-            raise _Stopped(f"{self._disk_full(e, full)}: the measurement of {what} was not stored "
+            raise _Stopped(f"{self._disk_full(e)}: the measurement of {what} was not stored "
                            "(free some space before resuming)") from None
 
-    def _disk_full(self, e: BaseException, full: str | None = None) -> str:
-        """A full disk said with the file systems of ours that are full (`full`, found now if not given),
-        or with the error where none of ours is."""
-        return f"the disk is full: {(self._full_disks() if full is None else full) or reason(e)}"
+    def _disk_full(self, e: BaseException) -> str:
+        """A full disk said with the file systems of ours that are full, or with the error where none is."""
+        return f"the disk is full: {self._full_disks() or reason(e)}"
 
     def _full_disks(self) -> str:
         """The file systems of ours that are full: the workspace's (servers, results), the scratch's."""

@@ -24,7 +24,7 @@ LAYERS = (
     ("servers",),
     ("evidence",),
     ("matrix", "user_queries", "workspace", "disk", "environment", "scratch", "procs", "clientenv",
-     "files", "validate", "errors", "stats", "metrics", "references", "at_once", ""),
+     "files", "validate", "errors", "stats", "metrics", "references", "at_once", "stop_signals", ""),
 )
 RANK = {unit: len(LAYERS) - i for i, layer in enumerate(LAYERS) for unit in layer}
 

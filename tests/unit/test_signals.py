@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from pgpathbench import procs, runner
+from pgpathbench import procs, stop_signals
 from pgpathbench.errors import Interrupted
 from pgpathbench.procs import pid_alive
 from pgpathbench.tools import spawn
@@ -40,7 +40,7 @@ def frame_of(function):
 
 @pytest.mark.skipif(not hasattr(logging, "_releaseLock"), reason="this Python's logging has other fork hooks")
 def test_a_signal_in_a_fork_hook_is_delivered_again_outside_it():
-    with runner.signals_interrupt():
+    with stop_signals.signals_interrupt():
         handler = signal.getsignal(signal.SIGTERM)
         handler(signal.SIGTERM, frame_of(logging._releaseLock))   # deferred: nothing raised here
         with pytest.raises(Interrupted) as caught:
@@ -49,7 +49,7 @@ def test_a_signal_in_a_fork_hook_is_delivered_again_outside_it():
 
 
 def test_a_signal_elsewhere_raises_at_once():
-    with runner.signals_interrupt():
+    with stop_signals.signals_interrupt():
         handler = signal.getsignal(signal.SIGTERM)
         with pytest.raises(Interrupted):
             handler(signal.SIGTERM, sys._getframe())
@@ -91,7 +91,7 @@ def test_a_signal_as_a_measured_program_starts_is_held_until_the_program_is_kill
         signal_as_popen_returns):
     """Before, Interrupted was raised there, outside the part that kills the program on the way out,
     and the program ran on through the run's clean-up (a pgbench on a database being dropped)."""
-    with runner.signals_interrupt(), pytest.raises(Interrupted):
+    with stop_signals.signals_interrupt(), pytest.raises(Interrupted):
         spawn.spawn_measured(["sleep", "30"], timeout=60)
     session = signal_as_popen_returns[0].pid
     deadline = time.monotonic() + 5
@@ -102,7 +102,7 @@ def test_a_signal_as_a_measured_program_starts_is_held_until_the_program_is_kill
 
 def test_a_signal_as_a_client_starts_is_held_until_the_client_is_killed_with_the_run(signal_as_popen_returns):
     """run_client (pgbench's initialisation, psql): the same window."""
-    with runner.signals_interrupt(), pytest.raises(Interrupted):
+    with stop_signals.signals_interrupt(), pytest.raises(Interrupted):
         procs.run_client(["sleep", "30"], timeout=60)
     assert signal_as_popen_returns[0].returncode == -signal.SIGKILL, "the client was killed and reaped"
 

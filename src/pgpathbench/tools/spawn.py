@@ -23,7 +23,8 @@ from typing import Callable, Sequence
 from ..clientenv import child_env
 from ..errors import UserError
 from ..metrics import Metric
-from ..procs import die_with_parent, stop_signals_held
+from ..procs import die_with_parent
+from ..stop_signals import held
 
 REPO = Path(__file__).resolve().parents[3]
 MEASURE = REPO / ".tools" / "clients" / "pgpb_measure"
@@ -56,7 +57,7 @@ def spawn_measured(args: Sequence[str], timeout: float, env: dict | None = None,
         raise UserError(f"{MEASURE} is missing; run scripts/build-clients (make bootstrap does)")
     report_r, report_w = os.pipe()
     t0 = time.perf_counter()
-    with stop_signals_held() as release:   # until the program is ours to kill (_running, the except below)
+    with held() as release:   # the run's stop signal put off until the program is ours to kill (below)
         try:
             proc = _start(args, report_w, child_env() if env is None else env, stdout)
         except BaseException:
