@@ -93,6 +93,7 @@ def pytest_configure(config):
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
     if not hasattr(config, "workerinput"):   # the workers, started later, inherit it
+        from pgpathbench.workspace import TEMPLATES_VAR
         os.environ[TEMPLATES_VAR] = str(session_templates())
 
 
@@ -150,9 +151,6 @@ def pytest_report_header(config):
 # A session's clusters are copied from templates of its own (PGPATHBENCH_TEMPLATES, servers/template.py),
 # made once for the session instead of once in each test's workspace: 169 initdb a suite before,
 # about 0.4 s of CPU each here (initdb and its postgres children).
-TEMPLATES_VAR = "PGPATHBENCH_TEMPLATES"
-
-
 def session_templates() -> Path:
     """The session's templates, in the suite's folder (a make check beside a make test of the same
     clone has its own)."""

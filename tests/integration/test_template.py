@@ -13,7 +13,6 @@ import pytest
 from pgpathbench.procs import OsUser
 from pgpathbench.servers import binaries, template
 from pgpathbench.servers.cluster import SUPERUSER, Cluster
-from pgpathbench.workspace import Workspace
 from conftest import pgpathbench_main
 
 pytestmark = pytest.mark.integration
@@ -84,7 +83,7 @@ def test_workspaces_naming_a_shared_folder_copy_from_it(workspace_root):
     shared = Path(os.environ["PGPATHBENCH_TEMPLATES"])
     ws = workspace_root / "shared-templates"
     assert pgpathbench_main("runs", workspace=ws).returncode == 0
-    bins, user = binaries.resolve(15), Workspace.open(ws).server_user
-    assert (shared / template.key(bins, user, SUPERUSER) / "data" / "PG_VERSION").is_file()
+    made = shared / template.key(binaries.resolve(15), OsUser.for_servers(), SUPERUSER)
+    assert (made / "data" / "PG_VERSION").is_file()
     assert not (ws / "templates").exists()
     assert shared.stat().st_mode & 0o777 == 0o711
