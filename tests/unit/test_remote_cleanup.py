@@ -50,5 +50,5 @@ def test_the_marker_a_script_exports_is_the_one_cleanup_looks_for(tmp_path):
     run = "/var/lib/pgpathbench/runs/20261128-000000-abcd"
     env = subprocess.run(["sh", "-s"], input=scripts.exported("a b", run) + "env", capture_output=True, text=True,
                          check=True).stdout.splitlines()
-    wanted = scripts.cleanup("a b", run).split("grep -qxF ", 1)[1].split(" ||", 1)[0]
+    wanted = scripts.cleanup("a b", run).split("grep -lzxsF -- ", 1)[1].split(" /proc/", 1)[0]
     assert f"{scripts.MARKER}=a b:{run}" in env and wanted == shlex.quote(f"{scripts.MARKER}=a b:{run}")

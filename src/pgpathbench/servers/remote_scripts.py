@@ -117,8 +117,9 @@ RELOAD = "{as_account} {bindir}/pg_ctl -D {data} reload > /dev/null"
 # runuser above it ends with it): SIGTERM, then SIGKILL after 5 s. A function, for STOP_PROXY and CLEANUP.
 KILL_PROXY = r"""
 kill_proxy() {{
-  for p in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
+  for f in $(grep -lsaF -- "$1/config.json" /proc/[0-9]*/cmdline); do   # one grep, not a tr a process
+    p=${{f%/cmdline}}
+    cmd=$(tr '\0' ' ' < "$f" 2>/dev/null) || continue
     case "$cmd" in "$1/toxiproxy-server "*"$1/config.json"*) ;; *) continue ;; esac
     pid=${{p#/proc/}}
     kill -TERM "$pid" 2>/dev/null || continue
@@ -184,14 +185,15 @@ for data in $(sed -n 's/^server //p' "$led"); do
 done
 # A script of the run whose ssh was cut runs on (an interrupted initdb writes into the directory rm
 # removes, and leaves it): each process carrying the run's marker is killed, until none is left;
-# only in this shell's mount namespace: namespace hosts (the tests') share one pid namespace.
-mnt=$(readlink /proc/$$/ns/mnt)
+# only in this shell's mount namespace: namespace hosts (the tests') share one pid namespace. One
+# grep reads every environment (-z: its entries end in NUL), test's -ef compares namespaces: no
+# process started for each of the host's processes.
 pass=0
 while [ $pass -lt 5 ]; do
   found=
-  for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$mnt" ] || continue
-    tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qxF {marker} || continue
+  for f in $(grep -lzxsF -- {marker} /proc/[0-9]*/environ); do
+    p=${{f%/environ}}
+    [ "$p/ns/mnt" -ef /proc/$$/ns/mnt ] || continue
     kill -KILL "${{p#/proc/}}" 2>/dev/null && found="$found ${{p#/proc/}}"
   done
   [ -n "$found" ] || break
