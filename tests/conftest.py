@@ -88,13 +88,16 @@ def children_of(parent: int) -> list[int]:
 SUITE_STOP = pytest.StashKey[SuiteStop]()
 
 
+@pytest.hookimpl(tryfirst=True)   # before pytest's tmp_path factory reads the base folder
 def pytest_configure(config):
     config.stash[SUITE_STOP] = stop = SuiteStop(config)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
-    if not hasattr(config, "workerinput"):   # the workers, started later, inherit it
-        from pgpathbench.workspace import TEMPLATES_VAR
+    if not hasattr(config, "workerinput"):   # the workers, started later, inherit it; xdist gives
+        from pgpathbench.workspace import TEMPLATES_VAR   # each a base folder inside this one
         os.environ[TEMPLATES_VAR] = str(session_templates())
+        if config.option.basetemp is None and workspace_base().parent == SHM:
+            config.option.basetemp = str(session_tmp())
 
 
 @pytest.hookimpl(wrapper=True)
@@ -157,12 +160,22 @@ def session_templates() -> Path:
     return workspace_base() / f"templates-{os.getpid()}"
 
 
+def session_tmp() -> Path:
+    """pytest's tmp_path base for the session, in the suite's folder when that is on /dev/shm: the
+    test hosts' /var/lib and /home are there, and on these machines' ext4 making a file costs about
+    0.5 ms of system CPU (a host's initdb makes about 1,000, a bundle extracted there more):
+    tests/integration/test_place.py took 85.2 and 87.8 s of CPU with it in /tmp, 65.0 and 64.9 s here
+    (interleaved; bench/README.md)."""
+    return workspace_base() / f"tmp-{os.getpid()}"
+
+
 def pytest_unconfigure(config):
-    """The session's templates removed, and the suite's folder on /dev/shm when empty (the last
-    session out; its workspaces are removed by their fixtures)."""
+    """The session's templates and tmp_path base removed, and the suite's folder on /dev/shm when
+    empty (the last session out; its workspaces are removed by their fixtures)."""
     if hasattr(config, "workerinput"):
         return
     shutil.rmtree(session_templates(), ignore_errors=True)
+    shutil.rmtree(session_tmp(), ignore_errors=True)
     if workspace_base().parent == SHM:
         with contextlib.suppress(OSError):
             workspace_base().rmdir()
