@@ -40,17 +40,22 @@ def split_points(path: Path, pieces: int) -> list[tuple[int, int]]:
 
 
 def _connect(conninfo: str, password: str | None) -> psycopg.Connection:
-    """password: a user server's, held in memory (never in a conninfo we show or store)."""
-    return psycopg.connect(conninfo, autocommit=True, **({"password": password} if password is not None else {}))
+    """password: a user server's, held in memory (never in a conninfo we show or store).
+
+    Every load and ANALYZE session commits synchronously. The VACUUM after the load marks a page
+    all-visible only once its rows' commit hint is set, and PostgreSQL sets it only once the WAL up
+    to the commit LSN clog keeps for a group of 32 transactions is flushed: that LSN is the group's
+    latest asynchronous commit's. With a server set to synchronous_commit = off (file-fdw-tpch's),
+    an ANALYZE committed just before, in the same group as the last COPYs, left their pages
+    unmarked until the WAL writer's next flush, and so did an asynchronous COPY of its own."""
+    conn = psycopg.connect(conninfo, autocommit=True, **({"password": password} if password is not None else {}))
+    conn.execute("SET synchronous_commit = on")
+    return conn
 
 
 def copy_slice(conninfo: str, table: str, path: Path, start: int, end: int, password: str | None = None) -> int:
     """COPY one slice of a .tbl file into `table`, without each line's final '|'. Returns bytes."""
     with _connect(conninfo, password) as conn, conn.cursor() as cur:
-        # The VACUUM after the load can mark a page all-visible only once the commit of its rows is
-        # flushed (an asynchronous commit's hint bits wait for the WAL writer): a server set to
-        # synchronous_commit = off (file-fdw-tpch's) would leave the last tables loaded unmarked.
-        cur.execute("SET synchronous_commit = on")
         with cur.copy(f"COPY {table} FROM STDIN (FORMAT text, DELIMITER '|')") as cp, open(path, "rb") as f:
             f.seek(start)
             left, tail = end - start, b""
