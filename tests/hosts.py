@@ -91,8 +91,9 @@ class SshHost:
         return sorted(Path(top) / name for top, dirs, names in os.walk(self.dir / sub) for name in dirs + names)
 
     def ours(self) -> list[Path]:
-        """What of pgpathbench lies on the host: its workspaces (a login's and root's)."""
-        return [p for p in self.files("/home") + self.files("/var/lib") if "pgpathbench" in str(p)]
+        """What of pgpathbench lies on the host: its workspaces (a login's and root's). The host's
+        own path is read, not ours to it (the suite's folder is named pgpathbench-tests-...)."""
+        return [p for p in self.files("/home") + self.files("/var/lib") if "pgpathbench" in str(p.relative_to(self.dir))]
 
 
 class SshHosts:
