@@ -122,7 +122,7 @@ def interrupted(signum, frame):
 def main() -> int:
     signal.signal(signal.SIGTERM, interrupted)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from suite_time import REPO, clone, make, remove
+    from suite_time import REPO, clone, make, remove   # here: the plugin half, in the suite's worker, needs none
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--branch", default="main")
     ap.add_argument("--dir", default=str(REPO.parent), help="where the clone and the logs go")
