@@ -55,14 +55,14 @@ if os.environ.get(CGROUP_VAR):
             out.write(f"{cpu:.3f}\t{user:.2f}\t{system:.2f}\t{wall:.3f}\t{item.nodeid}\n")
 
 
-def new_cgroup(name: str) -> Path:
-    """A cgroup of ours (v1's cpuacct hierarchy where mounted, else v2's), or exit 2 saying why not."""
+def cgroup_parent() -> Path:
+    """Where our cgroup goes (v1's cpuacct hierarchy where mounted, else v2's), or exit 2 saying why not."""
     parent = V1 if (V1 / "cpuacct.usage").exists() else V2
     if os.geteuid() != 0 or not os.access(parent, os.W_OK):
-        sys.exit(f"suite_cpu: cannot make a cgroup in {parent}: run as root on a machine with cgroups")
-    path = parent / name
-    path.mkdir()
-    return path
+        print(f"suite_cpu: cannot make a cgroup in {parent}: run it as root on a machine with cgroups",
+              file=sys.stderr)
+        sys.exit(2)
+    return parent
 
 
 def suite(clone: Path, cgroup: Path, out: Path, log: Path, pytest_args: list[str]) -> int:
@@ -75,6 +75,7 @@ def suite(clone: Path, cgroup: Path, out: Path, log: Path, pytest_args: list[str
         pid = os.fork()
         if pid == 0:   # into the cgroup before exec: every descendant starts there
             try:
+                os.setsid()   # a Ctrl-C reaches it once, from us (a second one stops it at once)
                 (cgroup / "cgroup.procs").write_text(str(os.getpid()))
                 os.chdir(clone)
                 os.dup2(f.fileno(), 1)
@@ -84,7 +85,8 @@ def suite(clone: Path, cgroup: Path, out: Path, log: Path, pytest_args: list[str
                 os._exit(127)
         try:
             return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        except KeyboardInterrupt:   # the suite had the Ctrl-C too: its teardown ends first
+        except KeyboardInterrupt:   # Ctrl-C or SIGTERM: the suite tears down first
+            os.kill(pid, signal.SIGTERM)
             os.waitpid(pid, 0)
             raise
 
@@ -129,6 +131,7 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=25, help="how many modules and tests to list")
     ap.add_argument("pytest_args", nargs="*", help="after --: passed to pytest (default: the whole suite)")
     args = ap.parse_args()
+    parent = cgroup_parent()
     logs = Path(args.dir) / "suite-cpu-logs" / time.strftime("%Y%m%d-%H%M%S")
     logs.mkdir(parents=True)
     dest = Path(args.dir) / "suite-cpu-clone"
@@ -138,7 +141,8 @@ def main() -> int:
         if rc_boot != 0:
             print(f"suite_cpu: make bootstrap failed: {logs / 'bootstrap.log'}", file=sys.stderr)
             return 1
-        cgroup = new_cgroup(f"pgpb-suite-cpu-{os.getpid()}")
+        cgroup = parent / f"pgpb-suite-cpu-{os.getpid()}"
+        cgroup.mkdir()
         try:
             t0 = time.monotonic()
             rc = suite(dest, cgroup, logs / "tests.tsv", logs / "pytest.log", args.pytest_args)
@@ -146,14 +150,16 @@ def main() -> int:
         finally:
             left = not empty(cgroup)
             total = counters(cgroup)
-            if not left:
+            if left:
+                print(f"suite_cpu: processes still in {cgroup}; it is left", file=sys.stderr)
+            else:
                 cgroup.rmdir()
     finally:
         remove(dest)
     rows = [(*map(float, line.split("\t")[:4]), line.split("\t")[4]) for line in
             (logs / "tests.tsv").read_text().splitlines()] if (logs / "tests.tsv").exists() else []
     report(rows, total, wall, args.top)
-    print(f"\npytest exit {rc}; logs in {logs}" + (f"; processes still in {cgroup}" if left else ""))
+    print(f"\npytest exit {rc}; logs in {logs}")
     return 0 if rc == 0 and not left else 1
 
 
@@ -161,4 +167,4 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt:
-        sys.exit("suite_cpu: interrupted; the clone and the cgroup are removed")
+        sys.exit("suite_cpu: interrupted; the clone is removed")

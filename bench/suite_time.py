@@ -100,8 +100,13 @@ def make(dest: Path, target: str, log: Path, env: dict | None = None, on_line=No
                     on_line(line, at) if name == "out" else on_line(line, at, stream="err")
         errors = threading.Thread(target=read, args=(proc.stderr, "err"))
         errors.start()
-        read(proc.stdout, "out")
-        errors.join()
+        try:
+            read(proc.stdout, "out")
+        except BaseException:   # a Ctrl-C or SIGTERM here: make goes too, before its log closes
+            proc.terminate()
+            raise
+        finally:
+            errors.join()
         rc = proc.wait()
     return rc, time.monotonic() - t0
 
