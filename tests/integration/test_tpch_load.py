@@ -38,7 +38,8 @@ def test_an_analyze_committed_beside_the_load_leaves_its_pages_markable(server, 
     tbl = tmp_path / "g.tbl"
     tbl.write_text("".join(f"{i}|row {i}|\n" for i in range(20_000)))
     server.execute("postgres", "CREATE TABLE grouped (id int, s text) WITH (autovacuum_enabled = off);"
-                   "CREATE TABLE other (id int); INSERT INTO other SELECT generate_series(1, 100)")
+                   "CREATE TABLE other (id int) WITH (autovacuum_enabled = off);"
+                   "INSERT INTO other SELECT generate_series(1, 100)")   # no autovacuum commit in the group
     ci = server.conninfo("postgres")
     with server.connect() as conn:   # the next transaction id the first of a group of 32
         while (conn.execute("SELECT txid_current()").fetchone()[0] + 1) % 32:
