@@ -18,8 +18,10 @@ prints the totals and the modules (and tests) that took the most CPU; removes th
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -71,23 +73,14 @@ def suite(clone: Path, cgroup: Path, out: Path, log: Path, pytest_args: list[str
            "PYTHONPATH": os.pathsep.join([str(clone / "bench"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     cmd = [str(clone / ".venv/bin/python"), "-m", "pytest", "-q", "-n", "1", "--dist", "loadscope",
            "--no-loadscope-reorder", "-p", "suite_cpu", *pytest_args]
-    with open(log, "w") as f:
-        pid = os.fork()
-        if pid == 0:   # into the cgroup before exec: every descendant starts there
-            try:
-                os.setsid()   # a Ctrl-C reaches it once, from us (a second one stops it at once)
-                (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-                os.chdir(clone)
-                os.dup2(f.fileno(), 1)
-                os.dup2(f.fileno(), 2)
-                os.execve(cmd[0], cmd, env)
-            finally:
-                os._exit(127)
+    with open(log, "w") as f:   # its own session: a Ctrl-C reaches it once, from us (a second stops it at once)
+        proc = subprocess.Popen(cmd, cwd=clone, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=lambda: (cgroup / "cgroup.procs").write_text("0"))   # before exec
         try:
-            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            return proc.wait()
         except KeyboardInterrupt:   # Ctrl-C or SIGTERM: the suite tears down first
-            os.kill(pid, signal.SIGTERM)
-            os.waitpid(pid, 0)
+            proc.terminate()
+            proc.wait()
             raise
 
 
@@ -124,7 +117,7 @@ def interrupted(signum, frame):
 def main() -> int:
     signal.signal(signal.SIGTERM, interrupted)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from suite_time import REPO, clone, make, remove   # here: the plugin half, in the suite's worker, needs none
+    from suite_time import REPO, clone, machine, make, remove   # here: the plugin half, in the worker, needs none
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--branch", default="main")
     ap.add_argument("--dir", default=str(REPO.parent), help="where the clone and the logs go")
@@ -132,6 +125,7 @@ def main() -> int:
     ap.add_argument("pytest_args", nargs="*", help="after --: passed to pytest (default: the whole suite)")
     args = ap.parse_args()
     parent = cgroup_parent()
+    print(json.dumps(machine()), flush=True)   # what the figures ran on
     logs = Path(args.dir) / "suite-cpu-logs" / time.strftime("%Y%m%d-%H%M%S")
     logs.mkdir(parents=True)
     dest = Path(args.dir) / "suite-cpu-clone"
