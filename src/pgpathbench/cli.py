@@ -2,7 +2,8 @@
 
 No business logic here (the grammar and its checks are in cli_parser.py). Exit codes: 0 all
 measured; 1 a run ended with failed measurements or stopped because a server died (one line), or
-compare --fail-if-slower found a case slower beyond its bound (one line per case);
+compare --fail-if-slower found a case slower beyond its bound (one line per case), or a disk
+was full (one line naming it);
 2 a user mistake (one line on stderr, nothing written); 3 compare --fail-if-slower found none
 slower but left a case of A without a partner in B (one line per case; --allow-unpaired: 0);
 130 (SIGINT) or 143 (SIGTERM) after cleaning up. Anything else is a bug with a traceback.
@@ -269,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     err = Console(stderr=True, highlight=False)
     if not err.is_terminal:
         err = Console(stderr=True, highlight=False, width=200)
+    args = None
     try:
         _check_text(argv)
         args = build_parser().parse_args(argv)
@@ -287,6 +289,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pgpathbench: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        from . import disk
+        if not disk.is_full(e):
+            raise
+        print(f"pgpathbench: {_disk_full(args, e)}", file=sys.stderr)
+        return 1
+
+
+def _disk_full(args, e: Exception) -> str:
+    """A full disk met outside a run's measurements (the store's schema, a report's file): which."""
+    import tempfile
+    from . import disk
+    from .errors import reason
+    from .workspace import default_root
+    root = _opt(args, "workspace") or default_root()
+    where = "; ".join(disk.full_file_systems([root, tempfile.gettempdir()])) or reason(e)
+    return f"the disk is full: {where}; free some space, then give the command again"
 
 
 def _check_text(argv: list[str]) -> None:

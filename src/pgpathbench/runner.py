@@ -238,20 +238,21 @@ class Runner:
             clock.timings["prepare_s"] = round(time.monotonic() - t0, 3)
             self.progress.log(f"servers and data ready in {clock.timings['prepare_s']:.1f} s")
             fingerprint.servers, fingerprint.paths = servers.fingerprint(), servers.link_fingerprint()
-        self.store.update_session(run_id, session, fingerprint.to_json())
+        with self._store_watched("the session's servers and settings"):
+            self.store.update_session(run_id, session, fingerprint.to_json())
         return envs
 
     @contextlib.contextmanager
     def _store_watched(self, what: str):
-        """A measurement the store cannot take because a disk is full (its error says so, or its server
-        died of a WAL write and the connection is lost) stops the run in one line, naming the disk."""
+        """A write the store cannot take because a disk is full (its error says so, or its server died
+        of a WAL write and the connection is lost) stops the run in one line, naming the disk while
+        the run's servers still hold their space."""
         try:
             yield
         except psycopg.Error as e:
             if not (self._full_disks() or disk.is_full(e)):
                 raise
-            raise _Stopped(f"{self._disk_full(e)}: the measurement of {what} was not stored "
-                           "(free some space before resuming)") from None
+            raise _Stopped(f"{self._disk_full(e)}: {what} was not stored (free some space before resuming)") from None
 
     def _disk_full(self, e: BaseException) -> str:
         """A full disk said with the file systems of ours that are full, or with the error where none is."""
@@ -326,7 +327,7 @@ class Runner:
         if dead:
             metrics, error = None, f"server {', '.join(dead)} died during the measurement" + (f": {error}" if error else "")
         path = study.path(case)
-        with self._store_watched(f"round {round_no}, case {case.case_id}"):
+        with self._store_watched(f"the measurement of round {round_no}, case {case.case_id}"):
             self.store.add_measurement(run_id, case, round_no, session, started_at, taken.duration_s, metrics, error,
                                        path.id if path else None, taken.series if metrics else [], taken.evidence)
         self.progress.measured(case.case_id, round_no, headline(metrics, error, study.primary_metric),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
@@ -251,8 +252,14 @@ def _holder(path: Path, remove_unheld: bool = False) -> str | None:
 
 
 def _write(fd: int, text: str) -> None:
+    """A lock file's text; none on a full disk, where `clean` must still get in to free space (the
+    lock is what keeps others out; a reader of an empty record says 'starting')."""
     os.ftruncate(fd, 0)
-    os.pwrite(fd, text.encode(), 0)
+    try:
+        os.pwrite(fd, text.encode(), 0)
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
 
 
 def _leave(record_path: Path, record: int) -> None:

@@ -1,12 +1,14 @@
 """The workspace's disk fills up during a run (a real tmpfs of 400 MB, filled once the data is loaded):
 the failed measurements say the disk is full and which, the run ends in one line, exit 1, no
-traceback; once space is freed, `run --resume` measures the rest."""
+traceback; on the full disk the runs can still be read and `clean --all` frees it; once space is
+freed, `run --resume` measures the rest."""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
+import signal
 import subprocess
 
 import pytest
@@ -56,8 +58,12 @@ def run_filling(mount, *extra: str) -> tuple[int, list[str]]:
     lines = []
     for line in proc.stderr:
         lines.append(line.rstrip("\n"))
-        if "servers and data ready" in line:
-            fill(mount)
+        if "servers and data ready" in line:   # the run held while the disk fills: under load the
+            os.kill(proc.pid, signal.SIGSTOP)   # fill outlasted round 1, stored on a disk not yet full
+            try:
+                fill(mount)
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
     proc.wait()
     return proc.returncode, lines
 
@@ -103,3 +109,21 @@ def test_the_failed_measurements_say_which_disk(small_disk, store):
                                               for e in errors)
     measurements = resumed(small_disk, run_id, "--results-dsn", dsn)
     assert len(measurements) == 2 and all(m["ok"] for m in measurements)
+
+
+def test_on_the_full_disk_runs_are_read_and_clean_frees_it(small_disk):
+    code, lines = run_filling(small_disk)
+    run_id = lines[-1].split("run --resume ")[1].split("'")[0]
+    res = pgpathbench("runs", "--format", "json", workspace=small_disk / "ws")   # writes nothing
+    assert res.returncode == 0 and [r["run_id"] for r in json.loads(res.stdout)] == [run_id], res.stderr
+    for argv in (["report", run_id], ["export", run_id]):
+        res = pgpathbench(*argv, workspace=small_disk / "ws")
+        assert res.returncode == 0 and run_id in res.stdout, res.stderr
+    free = os.statvfs(small_disk).f_bavail
+    res = pgpathbench("clean", "--all", workspace=small_disk / "ws")
+    assert res.returncode == 0 and res.stderr == "" and "removed the results cluster" in res.stdout, res.stderr
+    assert os.statvfs(small_disk).f_bavail > free
+    fill(small_disk)
+    res = pgpathbench("runs", workspace=small_disk / "ws")   # a new results cluster: no room for it
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(f"pgpathbench: the disk is full: {small_disk}/ws on tmpfs at {small_disk} ("), res.stderr

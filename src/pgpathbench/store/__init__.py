@@ -9,6 +9,7 @@ touched.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -22,7 +23,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 import psycopg
-from psycopg.sql import Identifier
+from psycopg.sql import SQL, Identifier, Literal
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -113,10 +114,25 @@ class ResultsStore:
         return store
 
     def _apply_schema(self) -> None:
-        sql = resources.files(__package__).joinpath("schema.sql").read_text()
+        """schema.sql, unless the store has this one already (its digest is the schema's comment) and
+        our role could apply it (owns the schema, in a writable database): a command that only reads
+        then writes nothing, so it works on a full disk, and a role that may not keep the store there
+        is refused as before."""
+        text = resources.files(__package__).joinpath("schema.sql").read_text()
+        digest = f"pgpathbench schema {hashlib.sha256(text.encode()).hexdigest()[:16]}"
+        if self._has_schema(digest):
+            return
         with self.conn.transaction():
             self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            self.conn.execute(sql)
+            self.conn.execute(text)
+            self.conn.execute(SQL("COMMENT ON SCHEMA pgpathbench IS {}").format(Literal(digest)))
+
+    def _has_schema(self, digest: str) -> bool:
+        row = self.conn.execute(
+            "SELECT obj_description(oid, 'pg_namespace') = %s AND pg_has_role(nspowner, 'USAGE') "
+            "AND NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off' "
+            "FROM pg_namespace WHERE nspname = 'pgpathbench'", (digest,)).fetchone()
+        return bool(row and row[0])
 
     def close(self) -> None:
         try:
