@@ -86,6 +86,7 @@ def children_of(parent: int) -> list[int]:
 
 
 SUITE_STOP = pytest.StashKey[SuiteStop]()
+SWEPT = pytest.StashKey[list]()
 
 
 @pytest.hookimpl(tryfirst=True)   # before pytest's tmp_path factory reads the base folder
@@ -96,6 +97,7 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput"):   # the workers, started later, inherit it; xdist gives
         from pgpathbench.workspace import TEMPLATES_VAR   # each a base folder inside this one
         os.environ[TEMPLATES_VAR] = str(session_templates())
+        config.stash[SWEPT] = sweep_stale(workspace_base())
         if config.option.basetemp is None and workspace_base().parent == SHM:
             config.option.basetemp = str(session_tmp())
 
@@ -148,7 +150,8 @@ def workspace_base() -> Path:
 
 
 def pytest_report_header(config):
-    return f"workspaces: {workspace_base()}"
+    swept = config.stash.get(SWEPT, [])
+    return f"workspaces: {workspace_base()}" + (f" (removed what killed sessions left: {', '.join(swept)})" if swept else "")
 
 
 # A session's clusters are copied from templates of its own (PGPATHBENCH_TEMPLATES, servers/template.py),
@@ -209,6 +212,31 @@ def close_workspace(root: Path, timeout: float = 120) -> None:
     for results in root.glob("*/results"):   # a test's own workspace in this one: its results cluster's
         shutil.rmtree(socket_dir(results), ignore_errors=True)   # sockets in /tmp when its path is long
     shutil.rmtree(root, ignore_errors=True)
+
+
+# What a session makes in the suite's folder names the process that made it (the controller's
+# templates and tmp_path base, a worker's workspaces, a test's small disk), so that the next session
+# can tell what one killed outright (SIGKILL, the OOM killer) left from what a live one uses.
+SESSION_ENTRY = re.compile(r"(?:templates|tmp|test|robust|small-disk)-(\d+)(?:-.*)?")
+
+
+def sweep_stale(base: Path) -> list[str]:
+    """Remove the entries of the suite's folder whose session is gone: its mounts unmounted and its
+    workspaces' servers stopped first (close_workspace), deepest first. Returns their names."""
+    from pgpathbench.procs import pid_alive
+    swept = []
+    for entry in sorted(base.iterdir()):
+        found = SESSION_ENTRY.fullmatch(entry.name)
+        if not found or pid_alive(int(found[1])):
+            continue
+        for workspace in sorted({lock.parent for lock in entry.glob("**/workspace.lock")},
+                                key=lambda path: len(path.parts), reverse=True):
+            close_workspace(workspace)
+        if os.path.ismount(entry):
+            subprocess.run(["umount", str(entry)], check=False)
+        shutil.rmtree(entry, ignore_errors=True)
+        swept.append(entry.name)
+    return swept
 
 
 def started_cluster(name: str, root: Path, settings: dict | None = None, **kw):

@@ -23,7 +23,7 @@ RUN = ["run", "fdw-overhead", "--preset", "quick", "--workload", "rw", "--target
 
 @pytest.fixture
 def small_disk(workspace_root):
-    mount = workspace_root.parent / f"small-disk-{secrets.token_hex(3)}"   # reachable by the servers' user
+    mount = workspace_root.parent / f"small-disk-{os.getpid()}-{secrets.token_hex(3)}"   # reachable by the servers' user
     mount.mkdir(parents=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400m,mode=0755", "tmpfs", str(mount)], check=True)
     try:
