@@ -221,22 +221,28 @@ SESSION_ENTRY = re.compile(r"(?:templates|tmp|test|robust|small-disk)-(\d+)(?:-.
 
 
 def sweep_stale(base: Path) -> list[str]:
-    """Remove the entries of the suite's folder whose session is gone: its mounts unmounted and its
-    workspaces' servers stopped first (close_workspace), deepest first. Returns their names."""
+    """Remove the entries of the suite's folder whose session is gone, their workspaces closed and
+    mounts unmounted first (close_workspaces_in). Returns their names."""
     from pgpathbench.procs import pid_alive
     swept = []
     for entry in sorted(base.iterdir()):
         found = SESSION_ENTRY.fullmatch(entry.name)
         if not found or pid_alive(int(found[1])):
             continue
-        for workspace in sorted({lock.parent for lock in entry.glob("**/workspace.lock")},
-                                key=lambda path: len(path.parts), reverse=True):
-            close_workspace(workspace)
-        if os.path.ismount(entry):
-            subprocess.run(["umount", str(entry)], check=False)
+        close_workspaces_in(entry)
         shutil.rmtree(entry, ignore_errors=True)
         swept.append(entry.name)
     return swept
+
+
+def close_workspaces_in(folder: Path) -> None:
+    """Every workspace under `folder` closed, deepest first (close_workspace: its servers stopped),
+    then `folder` unmounted if it is a mount."""
+    for workspace in sorted({lock.parent for lock in folder.glob("**/workspace.lock")},
+                            key=lambda path: len(path.parts), reverse=True):
+        close_workspace(workspace)
+    if os.path.ismount(folder):
+        subprocess.run(["umount", str(folder)], check=False)
 
 
 def started_cluster(name: str, root: Path, settings: dict | None = None, **kw):

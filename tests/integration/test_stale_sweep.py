@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import cmdlines, pgpathbench, sweep_stale
+from conftest import close_workspaces_in, cmdlines, pgpathbench, sweep_stale
 
 pytestmark = pytest.mark.integration
 
@@ -34,9 +34,8 @@ def base(workspace_root):
     folder = workspace_root.parent / f"sweep-base-{secrets.token_hex(3)}"   # reachable by the servers' user
     folder.mkdir()
     yield folder
-    for mount in folder.glob("small-disk-*"):
-        if os.path.ismount(mount):
-            subprocess.run(["umount", str(mount)], check=False)
+    for entry in folder.iterdir():   # what the sweep did not remove, if it failed
+        close_workspaces_in(entry)
     shutil.rmtree(folder, ignore_errors=True)
 
 
