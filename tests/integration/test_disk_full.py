@@ -5,6 +5,7 @@ freed, `run --resume` measures the rest."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -14,6 +15,8 @@ import subprocess
 import pytest
 
 from conftest import pgpathbench, spawn_pgpathbench, started_cluster
+
+from pgpathbench.store import keeper
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)")]
@@ -112,18 +115,24 @@ def test_the_failed_measurements_say_which_disk(small_disk, store):
 
 
 def test_on_the_full_disk_runs_are_read_and_clean_frees_it(small_disk):
-    code, lines = run_filling(small_disk)
-    run_id = lines[-1].split("run --resume ")[1].split("'")[0]
-    res = pgpathbench("runs", "--format", "json", workspace=small_disk / "ws")   # writes nothing
-    assert res.returncode == 0 and [r["run_id"] for r in json.loads(res.stdout)] == [run_id], res.stderr
-    for argv in (["report", run_id], ["export", run_id]):
-        res = pgpathbench(*argv, workspace=small_disk / "ws")
-        assert res.returncode == 0 and run_id in res.stdout, res.stderr
-    free = os.statvfs(small_disk).f_bavail
-    res = pgpathbench("clean", "--all", workspace=small_disk / "ws")
+    ws = small_disk / "ws"
+    ws.mkdir()
+    with open(ws / keeper.USERS, "a") as user:   # the results cluster kept up, as its users keep it
+        fcntl.flock(user, fcntl.LOCK_SH)
+        code, lines = run_filling(small_disk)
+        assert code == 1, lines
+        run_id = lines[-1].split("run --resume ")[1].split("'")[0]
+        fill(small_disk)   # again: the run's servers, removed as it ended, had freed their space
+        assert os.statvfs(small_disk).f_bavail == 0
+        res = pgpathbench("runs", "--format", "json", workspace=ws)   # writes nothing
+        assert res.returncode == 0 and [r["run_id"] for r in json.loads(res.stdout)] == [run_id], res.stderr
+        for argv in (["report", run_id], ["export", run_id]):
+            res = pgpathbench(*argv, workspace=ws)
+            assert res.returncode == 0 and run_id in res.stdout, res.stderr
+    res = pgpathbench("clean", "--all", workspace=ws)
     assert res.returncode == 0 and res.stderr == "" and "removed the results cluster" in res.stdout, res.stderr
-    assert os.statvfs(small_disk).f_bavail > free
+    assert os.statvfs(small_disk).f_bavail > 0
     fill(small_disk)
-    res = pgpathbench("runs", workspace=small_disk / "ws")   # a new results cluster: no room for it
+    res = pgpathbench("runs", workspace=ws)   # a new results cluster: no room for it
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
-    assert res.stderr.startswith(f"pgpathbench: the disk is full: {small_disk}/ws on tmpfs at {small_disk} ("), res.stderr
+    assert res.stderr.startswith(f"pgpathbench: the disk is full: {ws} on tmpfs at {small_disk} ("), res.stderr
