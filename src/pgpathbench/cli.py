@@ -289,23 +289,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pgpathbench: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:
+    except Exception as e:   # a full disk met outside a run's measurements (the store's schema, a file)
         from . import disk
+        from .workspace import default_root
         if not disk.is_full(e):
             raise
-        print(f"pgpathbench: {_disk_full(args, e)}", file=sys.stderr)
+        print(f"pgpathbench: {disk.said_full(e, _opt(args, 'workspace') or default_root())}; free some space, "
+              "then give the command again", file=sys.stderr)
         return 1
 
 
-def _disk_full(args, e: Exception) -> str:
-    """A full disk met outside a run's measurements (the store's schema, a report's file): which."""
-    import tempfile
-    from . import disk
-    from .errors import reason
-    from .workspace import default_root
-    root = _opt(args, "workspace") or default_root()
-    where = "; ".join(disk.full_file_systems([root, tempfile.gettempdir()])) or reason(e)
-    return f"the disk is full: {where}; free some space, then give the command again"
 
 
 def _check_text(argv: list[str]) -> None:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import errno
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterable
 
 import psycopg
 
+from . import scratch
+from .errors import reason
 from .validate import mount_of
 
 LOW_BYTES = 16 << 20   # a file system with less free than this is full, for a server writing 8 kB pages
@@ -27,6 +30,17 @@ def is_full(failure: BaseException | str) -> bool:
     if isinstance(failure, psycopg.errors.DiskFull):
         return True
     return any(said in str(failure) for said in _SAID)
+
+
+def full_of_ours(workspace_root: Path | str) -> str:
+    """The file systems of ours that are full, said: the workspace's (servers, results), the
+    scratch's, the temporary directory's; empty when none is."""
+    return "; ".join(full_file_systems([workspace_root, scratch.tmpfs_or_tmp(), tempfile.gettempdir()]))
+
+
+def said_full(failure: BaseException, workspace_root: Path | str) -> str:
+    """'the disk is full: ' with the file systems of ours that are full, or with the failure where none is."""
+    return f"the disk is full: {full_of_ours(workspace_root) or reason(failure)}"
 
 
 def full_file_systems(paths: Iterable[Path | str]) -> list[str]:

@@ -17,7 +17,6 @@ import dataclasses
 import errno
 import secrets
 import signal
-import tempfile
 import time
 import traceback
 from collections import Counter
@@ -211,8 +210,8 @@ class Runner:
             self._finish(run_id, "failed", clock,
                          {"error": "".join(traceback.format_exception_only(type(e), e)).strip()})
             if disk.is_full(e):   # a write of the store's before or after the measurements: which disk
-                raise RunFailed(f"{self._disk_full(e)}; run {run_id} stopped, what was stored is kept: free "
-                                f"some space, then 'pgpathbench run --resume {run_id}'") from None
+                raise RunFailed(f"{disk.said_full(e, self.workspace.root)}; run {run_id} stopped, what was stored "
+                                f"is kept: free some space, then 'pgpathbench run --resume {run_id}'") from None
             raise
         if (signum := pending_signal()) is not None:  # the last measurement's interrupt was swallowed
             self._finish(run_id, "interrupted", clock, {"interrupted_by": signal.Signals(signum).name})
@@ -250,17 +249,9 @@ class Runner:
         try:
             yield
         except psycopg.Error as e:
-            if not (self._full_disks() or disk.is_full(e)):
+            if not (disk.full_of_ours(self.workspace.root) or disk.is_full(e)):
                 raise
-            raise _Stopped(f"{self._disk_full(e)}: {what} was not stored (free some space before resuming)") from None
-
-    def _disk_full(self, e: BaseException) -> str:
-        """A full disk said with the file systems of ours that are full, or with the error where none is."""
-        return f"the disk is full: {self._full_disks() or reason(e)}"
-
-    def _full_disks(self) -> str:
-        """The file systems of ours that are full: the workspace's (servers, results), the scratch's."""
-        return "; ".join(disk.full_file_systems([self.workspace.root, scratch.tmpfs_or_tmp(), tempfile.gettempdir()]))
+            raise _Stopped(f"{disk.said_full(e, self.workspace.root)}: {what} was not stored (free some space before resuming)") from None
 
     @contextlib.contextmanager
     def _servers_watched(self, servers: Servers, when: str):
@@ -270,7 +261,7 @@ class Runner:
             yield
         except Exception as e:
             dead = servers.dead(wait_s=DEATH_GRACE_S)
-            full = self._full_disks() if disk.is_full(e) else ""
+            full = disk.full_of_ours(self.workspace.root) if disk.is_full(e) else ""
             if dead:
                 raise _Stopped(f"server {', '.join(dead)} died {when}"
                                + (f" (the disk is full: {full})" if full else "")) from None
@@ -320,7 +311,7 @@ class Runner:
                 raise
             metrics, error = None, " ".join(f"{type(e).__name__}: {e}".split())
         if error and disk.is_full(error):
-            where = self._full_disks() or "not one of ours (the server's own)"
+            where = disk.full_of_ours(self.workspace.root) or "not one of ours (the server's own)"
             error = f"the disk is full: {where}: {error}"
         t1 = time.perf_counter()
         dead = servers.dead(wait_s=DEATH_GRACE_S if error else 0.0)

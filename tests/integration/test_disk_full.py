@@ -71,6 +71,11 @@ def run_filling(mount, *extra: str) -> tuple[int, list[str]]:
     return proc.returncode, lines
 
 
+def resume_id(line: str) -> str:
+    """The run a last line's 'pgpathbench run --resume RUN' names."""
+    return line.split("run --resume ")[1].split("'")[0]
+
+
 def resumed(mount, run_id: str, *extra: str) -> list[dict]:
     (mount / "filler").unlink()
     res = pgpathbench("run", "--resume", run_id, *extra, workspace=mount / "ws")
@@ -87,7 +92,7 @@ def test_the_store_on_the_full_disk(small_disk):
     assert "'pgpathbench run --resume " in last
     failed = [line for line in lines if "FAILED" in line]
     assert all("the disk is full" in line and str(small_disk) in line for line in failed), failed
-    run_id = last.split("run --resume ")[1].split("'")[0]
+    run_id = resume_id(last)
     measurements = resumed(small_disk, run_id)
     assert len(measurements) == 2 and all(m["ok"] for m in measurements)
 
@@ -104,7 +109,7 @@ def test_the_failed_measurements_say_which_disk(small_disk, store):
     assert all("FAILED: the disk is full: " in line and f"on tmpfs at {small_disk} (" in line and
                "No space left on device" in line for line in failed), failed
     assert lines[-1].startswith(f"pgpathbench: {len(failed)} of 2 measurements failed;"), lines[-1]
-    run_id = lines[-1].split("run --resume ")[1].split("'")[0]
+    run_id = resume_id(lines[-1])
     with store.connect() as conn:
         errors = [r[0] for r in conn.execute("SELECT error FROM pgpathbench.measurement WHERE run_id = %s "
                                              "AND error IS NOT NULL", (run_id,))]
@@ -121,7 +126,7 @@ def test_on_the_full_disk_runs_are_read_and_clean_frees_it(small_disk):
         fcntl.flock(user, fcntl.LOCK_SH)
         code, lines = run_filling(small_disk)
         assert code == 1, lines
-        run_id = lines[-1].split("run --resume ")[1].split("'")[0]
+        run_id = resume_id(lines[-1])
         fill(small_disk)   # again: the run's servers, removed as it ended, had freed their space
         assert os.statvfs(small_disk).f_bavail == 0
         res = pgpathbench("runs", "--format", "json", workspace=ws)   # writes nothing
