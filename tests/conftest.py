@@ -236,11 +236,15 @@ def sweep_stale(base: Path) -> list[str]:
 
 
 def close_workspaces_in(folder: Path) -> None:
-    """Every workspace under `folder` closed, deepest first (close_workspace: its servers stopped),
-    then `folder` unmounted if it is a mount."""
+    """Every workspace under `folder` closed, deepest first (close_workspace: its servers stopped,
+    on test hosts too), then every test LAN there (user_lan.Lan.stop: its hosts' sshd and servers
+    ended, its namespaces deleted), then `folder` unmounted if it is a mount."""
+    from user_lan import STATE, Lan
     for workspace in sorted({lock.parent for lock in folder.glob("**/workspace.lock")},
                             key=lambda path: len(path.parts), reverse=True):
         close_workspace(workspace)
+    for state in folder.glob(f"**/{STATE}"):
+        Lan.recorded(state.parent).stop()
     if os.path.ismount(folder):
         subprocess.run(["umount", str(folder)], check=False)
 

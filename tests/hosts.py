@@ -31,12 +31,12 @@ off the LAN would look reachable.)
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -161,21 +161,13 @@ class SshHosts:
         return rules
 
     def stop(self) -> None:
-        """Every process of every host's namespace ended (its mounts go with them), then the LAN."""
-        for netns in [h.netns for h in self.lan.hosts.values()]:
-            for _ in range(50):
-                pids = [int(p) for p in _ip("ip", "netns", "pids", netns, check=False).stdout.split()]
-                if not pids:
-                    break
-                for pid in pids:
-                    with _gone():
-                        os.kill(pid, signal.SIGKILL)
-                time.sleep(0.05)
+        """Every process of every host's namespace ended (its mounts go with them), then the LAN
+        (Lan.stop); our daemons, killed with them, reaped."""
+        self.lan.stop()
         for daemon in self.daemons:
-            with _gone():
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 daemon.wait(timeout=10)
         self.daemons = []
-        self.lan.stop()
 
 
 def _hidden(host: LanHost) -> str:
@@ -258,12 +250,3 @@ def _log(d: Path) -> str:
     log = d / "ssh" / "sshd.log"
     return f"; sshd.log: {log.read_text()[-500:]}" if log.exists() else ""
 
-
-class _gone:
-    """Ignores a process that ended meanwhile (or a wait that timed out: its namespace is deleted next)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, *rest) -> bool:
-        return kind is not None and issubclass(kind, (ProcessLookupError, subprocess.TimeoutExpired))

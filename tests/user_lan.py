@@ -22,8 +22,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import random
 import secrets
+import signal
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,6 +35,7 @@ from pgpathbench.servers.netns import _ip, _write
 PREFIX = "pgpb-usr"     # the tests' own: netns.py's names are pgpb-RUN and pgpbKh
 GLOBAL_LOCK = Path("/run/lock/pgpb-usr-lan.lock")
 SUBNETS = [x for x in range(100, 200) if x != 169]
+STATE = "lan.json"      # in the LAN's root: what it made, recorded before it is made
 
 
 class LanHost(NamedTuple):
@@ -48,7 +52,7 @@ class Lan:
         if not hosts or len(hosts) > 9 or not all(h.isalnum() and h.islower() for h in hosts):
             raise ValueError("hosts: 1 to 9 names of lower-case letters and digits")
         self.root, self.names = Path(root), hosts
-        self.state = self.root / "lan.json"
+        self.state = self.root / STATE
         self.records: list[dict] = []
         self.hosts: dict[str, LanHost] = {}
         self.root_address = self.root_interface = None
@@ -106,14 +110,25 @@ class Lan:
         self.records.append({"kind": kind, "name": name})
         _write(self.state, self.records)        # before it exists: a crash from here on leaves a record
 
+    @classmethod
+    def recorded(cls, root: Path) -> "Lan":
+        """The LAN whose state file is in root, as a session that died (SIGKILL) left it: to stop()."""
+        lan = cls(root)
+        lan.records = json.loads(lan.state.read_text())
+        return lan
+
     def stop(self) -> None:
-        """Every recorded object removed, the latest first (stop the servers inside first)."""
-        for rec in reversed(self.records):
+        """Every process of each recorded namespace ended (its mounts go with them: a host's sshd,
+        its servers), then every recorded object removed, the latest first, each struck from the
+        state file as it goes (a later sweep never deletes a name another LAN has taken since)."""
+        for rec in self.records:
             if rec["kind"] == "netns":
-                _ip("ip", "netns", "del", rec["name"], check=False)
-            else:
-                _ip("ip", "link", "del", rec["name"], check=False)
-        self.records = []
+                _end_processes(rec["name"])
+        while self.records:
+            rec = self.records[-1]
+            _ip("ip", "netns" if rec["kind"] == "netns" else "link", "del", rec["name"], check=False)
+            self.records.pop()
+            _write(self.state, self.records)
         self.state.unlink(missing_ok=True)
 
     def counters(self, host: str) -> dict[str, int]:
@@ -122,6 +137,18 @@ class Lan:
         (link,) = json.loads(_ip("ip", "-n", h.netns, "-j", "-s", "link", "show", "dev", h.interface).stdout)
         stats = link["stats64"]
         return {f"{d}_{k}": stats[d][k] for d in ("rx", "tx") for k in ("bytes", "packets")}
+
+
+def _end_processes(netns: str) -> None:
+    """Every process in netns killed (SIGKILL), until it lists none (a dying sshd may fork)."""
+    for _ in range(50):
+        pids = [int(p) for p in _ip("ip", "netns", "pids", netns, check=False).stdout.split()]
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """A session killed outright (SIGKILL, the OOM killer) tears nothing down; the next session's start
 removes what it left in the suite's folder (conftest.sweep_stale): its workspaces' servers stopped,
-its small disk unmounted, its folders gone; what a live session or anything else made is kept."""
+its test hosts' sshd ended and their namespaces deleted, its small disk unmounted, its folders gone;
+what a live session or anything else made is kept."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 import pytest
 
 from conftest import close_workspaces_in, cmdlines, pgpathbench, sweep_stale
+from hosts import SshHosts
 
 pytestmark = pytest.mark.integration
 
@@ -60,3 +62,31 @@ def test_a_killed_sessions_entries_go_and_a_live_ones_stay(base):
     left = [cmd for cmd in cmdlines().values() if str(base) in cmd and "pytest" not in cmd]
     assert not left, left
     assert not any(str(base) in line for line in open("/proc/self/mounts"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="test hosts need root (network namespaces)")
+def test_a_killed_sessions_test_hosts_go(base):
+    gone = dead_pid()
+    made = SshHosts(base / f"tmp-{gone}" / "popen-gw1" / "test_y0" / "hosts", ("a",)).__enter__()
+    netns = [rec["name"] for rec in made.lan.records if rec["kind"] == "netns"]
+    inside = [pid for name in netns for pid in pids_in(name)]   # the host's sshd
+    try:
+        assert inside and set(netns) <= set(namespaces())
+        assert sweep_stale(base) == [f"tmp-{gone}"]
+    finally:
+        for daemon in made.daemons:   # ours to reap, as the killed session's parent would have
+            daemon.kill()
+            daemon.wait(timeout=10)
+    assert not set(netns) & set(namespaces())
+    assert not [pid for pid in inside if os.path.exists(f"/proc/{pid}")]
+    assert list(base.iterdir()) == []
+
+
+def namespaces() -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[0] for line in listed.splitlines() if line.strip()]
+
+
+def pids_in(netns: str) -> list[int]:
+    listed = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=True).stdout
+    return [int(pid) for pid in listed.split()]
