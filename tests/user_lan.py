@@ -140,14 +140,16 @@ class Lan:
 
 
 def _end_processes(netns: str) -> None:
-    """Every process in netns killed (SIGKILL), until it lists none (a dying sshd may fork)."""
-    for _ in range(50):
+    """Every process in netns ended, until it lists none (a dying sshd may fork): SIGQUIT first, a
+    PostgreSQL's immediate shutdown, which removes its shared memory (killed, /dev/shm keeps its
+    PostgreSQL.N files); SIGKILL after a second."""
+    for attempt in range(60):
         pids = [int(p) for p in _ip("ip", "netns", "pids", netns, check=False).stdout.split()]
         if not pids:
             return
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGQUIT if attempt < 20 else signal.SIGKILL)
         time.sleep(0.05)
 
 
