@@ -135,9 +135,10 @@ c.close()
 @pytest.mark.skipif(os.geteuid() != 0, reason="netns links need root")
 def test_netns_link_shapes_bandwidth_and_cleans_up(workspace_root):
     state = workspace_root / "network.json"
-    link = create_netns_link("t1", state, bandwidth_kbit=40_000)
+    link = create_netns_link(f"t1_{os.getpid()}", state, bandwidth_kbit=40_000)
     try:
         rec = json.loads(state.read_text())[0]
+        index = link_index(rec["veth_host"])
         assert "tbf" in subprocess.run(["tc", "qdisc", "show", "dev", rec["veth_host"]],
                                        capture_output=True, text=True).stdout
         size = 4_000_000  # 0.8 s at 40 mbit/s
@@ -157,11 +158,22 @@ def test_netns_link_shapes_bandwidth_and_cleans_up(workspace_root):
         said = remove_netns_links(state)
     assert rec["netns"] in " ".join(said) and not state.exists()
     assert rec["netns"] not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert subprocess.run(["ip", "link", "show", rec["veth_host"]], capture_output=True).returncode != 0
+    assert index is not None and link_index(rec["veth_host"]) != index   # gone, or another suite's since
 
 
+def link_index(name: str) -> int | None:
+    """The interface's index, or None: a veth's name is its slot's (pgpbKh), which another suite
+    beside this one takes as soon as it is free; the index is this veth's own."""
+    try:
+        return int(Path(f"/sys/class/net/{name}/ifindex").read_text())
+    except FileNotFoundError:
+        return None
+
+
+# Namespaces named after this process: a suite beside this one makes its own of the same link name,
+# in a slot freed here.
 MAKE_LINK = ("import json, sys\nfrom pgpathbench.servers.netns import create_netns\n"
-             "print(json.dumps(create_netns('iso_remote', sys.argv[1], owner=sys.argv[2])))")
+             f"print(json.dumps(create_netns('iso_{os.getpid()}', sys.argv[1], owner=sys.argv[2])))")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="netns links need root")
