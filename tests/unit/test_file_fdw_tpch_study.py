@@ -25,6 +25,7 @@ from pgpathbench.matrix import StudyOptions
 from pgpathbench.studies.file_fdw_tpch.spec import (CLUSTER_SETTINGS, cluster_settings, disk_needed, expand_queries,
                                                     layout_settings, parse_query, parse_scale, scan_cores,
                                                     search_path)
+from pgpathbench.studies.file_fdw_tpch.report import UNDER_A_TICK
 from pgpathbench.studies.file_fdw_tpch.checks import warm_up_and_check
 from pgpathbench.studies.file_fdw_tpch.study import FileFdwTpchState, Shape, check_disk, warmup_line
 
@@ -461,6 +462,21 @@ def test_user_cpu_slowdown_sums_every_server_and_pairs_by_round():
     assert by[("Q6", "single")][3:6] == [pytest.approx(4.2), pytest.approx(34.0), pytest.approx(33 / 4.0)]   # paired: 33/4.0, 34/4.4, 35/4.2
     assert by[("Q1", "scaleout")][3:6] == [pytest.approx(21.0), pytest.approx(42.0), pytest.approx(2.0)]
     assert by[("Q6", "single")][7] == pytest.approx(218.8 / 18.6)
+
+
+def test_user_cpu_row_stays_when_the_regular_side_is_under_a_tick_every_round():
+    """CPU comes in 10 ms ticks: a quick query's regular side may read 0 in every round (Q14 on three
+    postgres_fdw servers at SF 0.01). Its row stays, without a ratio, saying why."""
+    def with_cpu(m, user_ms):
+        return {**m, "evidence": {"servers": {"s0": {"cpu_ms": {"user": user_ms, "system": 0}}}}}
+    ms = []
+    for rnd in (1, 2, 3):
+        ms += [with_cpu(measurement("q14", "regular", "scaleout", rnd, 0.01), 0),
+               with_cpu(measurement("q14", "foreign", "scaleout", rnd, 0.03), 20)]
+    run = study_result(ms, {"scale": 0.01, "partitions": 2, "layouts": ["scaleout"]})
+    cpu = {t.title: t for t in STUDY.report(run)}["Slowdown in the servers' user CPU: foreign / regular"]
+    (row,) = cpu.rows
+    assert row[:2] == ["Q14", "scaleout"] and row[3:7] == [0.0, pytest.approx(0.02), None, UNDER_A_TICK]
 
 
 def test_disk_check_says_how_much_is_needed(tmp_path):

@@ -161,6 +161,9 @@ def user_cpu_s(case: CaseResult) -> dict[int, float]:
     return out
 
 
+UNDER_A_TICK = "regular under a tick"
+
+
 def cpu_table(result: StudyResult) -> Table | None:
     """The slowdown in the servers' user CPU, foreign / regular paired by round: the seed's
     CPU-bound comparison where the data does not fit in memory here (regular scans then cost the
@@ -172,12 +175,13 @@ def cpu_table(result: StudyResult) -> Table | None:
             continue
         base = BASELINE.twins(result.cases).get(case.case_id)
         mine, theirs = user_cpu_s(case), user_cpu_s(base) if base else {}
-        r = ratio_summary(mine, theirs) if mine and theirs else None
-        if r is None:
+        if not (mine and theirs):
             continue
+        r = ratio_summary(mine, theirs)   # None: the regular side under a tick in every round
         rs, fs = summarise(list(theirs.values())), summarise(list(mine.values()))
         rows.append([query_label(case["queries"]), case["layout"], case["pg"], rs.median, fs.median,
-                     r.median, r.ci_text, file_fdw_tpch_slowdown(case["queries"], LAYOUT_SYSTEM[case["layout"]])])
+                     r.median if r else None, r.ci_text if r else UNDER_A_TICK,
+                     file_fdw_tpch_slowdown(case["queries"], LAYOUT_SYSTEM[case["layout"]])])
     if not rows:
         return None
     return Table("Slowdown in the servers' user CPU: foreign / regular", [
@@ -185,7 +189,10 @@ def cpu_table(result: StudyResult) -> Table | None:
         ["User CPU of every server process of the case (the evidence's cpu_ms, from /proc), paired by round: "
          "PostgreSQL's own work, scanning tuples or parsing text, without the kernel's. Where the data does not "
          "fit in memory, the seconds of a regular scan depend on what the page cache kept from the cases before "
-         "it; the seed kept all of its data in memory, so its seconds were CPU."], align_left=3)
+         "it; the seed kept all of its data in memory, so its seconds were CPU.",
+         "The kernel counts CPU in ticks (1/USER_HZ s, 10 ms on Linux): a round whose regular side read 0 has no "
+         f"ratio, and a case whose regular side read 0 in every round says '{UNDER_A_TICK}'; at quick scales, "
+         "few ticks a round make these ratios coarse."], align_left=3)
 
 
 def one_major_detail(series: Series, column: int) -> tuple[int, ...]:
