@@ -327,6 +327,12 @@ def our_processes(root: Path) -> list[str]:
             and f"{root}/results/" not in cmd and "pgpathbench.store.keeper" not in cmd]
 
 
+def namespaces() -> list[str]:
+    """The names of this machine's network namespaces (`ip netns list`), whole: one name may begin another."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[0] for line in listed.splitlines() if line.strip()]
+
+
 def netns_of_run(run_id: str) -> list[str]:
     """The network namespaces of this machine that a run made (servers/netns.py: pgpbK-TAG_ROLE)."""
     tag = run_id.rsplit("-", 1)[-1][:4]

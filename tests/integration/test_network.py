@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import started_cluster
+from conftest import namespaces, started_cluster
 
 from pgpathbench.procs import pid_alive
 from pgpathbench.servers.netns import create_netns_link, remove_netns_links
@@ -157,7 +157,7 @@ def test_netns_link_shapes_bandwidth_and_cleans_up(workspace_root):
     finally:
         said = remove_netns_links(state)
     assert rec["netns"] in " ".join(said) and not state.exists()
-    assert rec["netns"] not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert rec["netns"] not in namespaces()
     assert index is not None and link_index(rec["veth_host"]) != index   # gone, or another suite's since
 
 
@@ -190,12 +190,11 @@ def test_links_of_several_workspaces_made_at_once_share_no_slot_name_or_veth(tmp
         recs = [json.loads(out) for out, _ in outs]
         for key in ("netns", "veth_host", "host_addr", "ns_addr"):
             assert len({r[key] for r in recs}) == 4, [r[key] for r in recs]
-        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        assert all(r["netns"] in listed for r in recs)
+        assert all(r["netns"] in namespaces() for r in recs)
 
         said = remove_netns_links(states[0])
         assert recs[0]["netns"] in " ".join(said) and not any(r["netns"] in " ".join(said) for r in recs[1:])
-        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        listed = namespaces()
         assert recs[0]["netns"] not in listed and all(r["netns"] in listed for r in recs[1:])
 
         # A record left by a namespace someone deleted by hand, whose slot now serves another link.
@@ -203,9 +202,8 @@ def test_links_of_several_workspaces_made_at_once_share_no_slot_name_or_veth(tmp
         states[0].write_text(json.dumps([stale]))
         remove_netns_links(states[0])
         assert subprocess.run(["ip", "link", "show", recs[1]["veth_host"]], capture_output=True).returncode == 0
-        assert recs[1]["netns"] in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert recs[1]["netns"] in namespaces()
     finally:
         for s in states:
             remove_netns_links(s)
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert not any(r["netns"] in listed for r in recs)
+    assert not set(r["netns"] for r in recs) & set(namespaces())

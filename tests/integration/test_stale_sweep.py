@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import close_workspaces_in, cmdlines, pgpathbench, sweep_stale
+from conftest import close_workspaces_in, cmdlines, namespaces, pgpathbench, sweep_stale
 from hosts import SshHosts
 
 pytestmark = pytest.mark.integration
@@ -80,11 +80,6 @@ def test_a_killed_sessions_test_hosts_go(base):
     assert not set(netns) & set(namespaces())
     assert not [pid for pid in inside if os.path.exists(f"/proc/{pid}")]
     assert list(base.iterdir()) == []
-
-
-def namespaces() -> list[str]:
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    return [line.split()[0] for line in listed.splitlines() if line.strip()]
 
 
 def pids_in(netns: str) -> list[int]:
