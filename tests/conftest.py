@@ -336,8 +336,7 @@ def namespaces() -> list[str]:
 def netns_of_run(run_id: str) -> list[str]:
     """The network namespaces of this machine that a run made (servers/netns.py: pgpbK-TAG_ROLE)."""
     tag = run_id.rsplit("-", 1)[-1][:4]
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
-    return [line.split()[0] for line in listed if re.match(rf"pgpb\d+-{tag}_", line)]
+    return [name for name in namespaces() if re.match(rf"pgpb\d+-{tag}_", name)]
 
 
 def placed_passwords(ws: Path) -> set[str]:

@@ -299,8 +299,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-
-
 def _check_text(argv: list[str]) -> None:
     """Every argument must be text (a byte that is not UTF-8 reaches no database or file name)."""
     for i, arg in enumerate(argv):
