@@ -21,14 +21,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from pgpathbench.servers import remote
 from pgpathbench.servers.binaries import BUNDLES, HOST_ONLY_BUNDLES
 from pgpathbench.servers.host_ledger import HostLedger
 from pgpathbench.servers.hosts import Hosts, HostSpec, SshSettings
@@ -162,6 +166,39 @@ def test_no_password_on_any_command_line(hosts, workspace_root):
         finally:
             cluster.remove()
             place.remove()
+
+
+# A socket bound to the host's address, never listening: what a connection from there (even in TIME_WAIT)
+# leaves on its port, where a listener's bind fails (SO_REUSEADDR or not).
+HOLD = ("import socket, sys, time; s = socket.socket(); s.bind((sys.argv[1], 0)); "
+        "print(s.getsockname()[1], flush=True); time.sleep(600)")
+
+
+def test_a_port_taken_on_one_of_the_hosts_addresses_is_not_kept(hosts, workspace_root, monkeypatch):
+    """PostgreSQL binds what it can of listen_addresses and only warns of the rest: a server the run would
+    reach at a refusing address is stopped there and started on another port."""
+    host, ws = hosts["a"], workspace_root / "place-taken"
+    holder = subprocess.Popen(["ip", "netns", "exec", host.lan.netns, sys.executable, "-c", HOLD, host.address],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        taken = int(holder.stdout.readline())
+        ports = iter([taken])
+        monkeypatch.setattr(remote, "random", SimpleNamespace(randint=lambda a, b: next(ports, random.randint(a, b))))
+        with opened(host, LOGIN, ws) as conns:
+            place = HostWorkspace(conns["a"], "run-taken", HostLedger(ws))
+            cluster = RemoteCluster("pg15_source", place, 15, ws / "s")
+            cluster.start(ws)
+            try:
+                assert cluster.port != taken
+                with cluster.connect() as conn:
+                    assert conn.execute("SELECT host(inet_server_addr())").fetchone()[0] == host.address
+            finally:
+                cluster.remove()
+                place.remove()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not ours_on(host)
 
 
 def test_a_major_the_host_lacks_is_shipped_there_as_the_pinned_bundle(hosts, workspace_root):
