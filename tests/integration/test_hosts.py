@@ -71,7 +71,7 @@ def test_nothing_is_left_after_the_hosts(tmp_path):
         assert made["x"].machine_id != made["y"].machine_id
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(ns in listed for ns in namespaces)
-    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]   # their mounts went with them
+    assert not [pid for pid in pids if pid_alive(pid)]   # their mounts went with them
 
 
 def ssh_masters(host) -> list[int]:

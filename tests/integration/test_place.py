@@ -32,6 +32,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pgpathbench.procs import pid_alive
 from pgpathbench.servers import remote
 from pgpathbench.servers.binaries import BUNDLES, HOST_ONLY_BUNDLES
 from pgpathbench.servers.host_ledger import HostLedger
@@ -67,14 +68,11 @@ def ours_on(host) -> list[Path]:
 def gone(pid: int, wait_s: float = 10) -> bool:
     """Whether the process has ended (a zombie not yet reaped by its new parent counts)."""
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return True
-        except FileNotFoundError:
-            return True
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.05)
-    return False
+    return True
 
 
 def accounts(host) -> str:
