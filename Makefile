@@ -21,8 +21,9 @@ demo: bootstrap
 
 # Side by side on TEST_WORKERS workers (pytest-xdist): each module on one worker whole (its module
 # fixtures, a run or a server, made once), integration modules first, the longest of them first
-# (tests/conftest.py).
-TEST_WORKERS ?= 2
+# (tests/conftest.py). Three on two cores: 585.8 s against 676-742 s with two, and four no better
+# (580.7 s); two suites side by side pass with three each (bench/README.md, "Three workers").
+TEST_WORKERS ?= 3
 test: bootstrap
 	.venv/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
