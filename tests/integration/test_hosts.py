@@ -22,7 +22,7 @@ from pgpathbench import scratch
 from pgpathbench.procs import pid_alive
 from pgpathbench.servers.network import available_link_kinds
 
-from conftest import assert_user_error, cmdlines, pgpathbench, pgpathbench_main, spawn_pgpathbench
+from conftest import assert_user_error, cmdlines, namespaces, pgpathbench, pgpathbench_main, spawn_pgpathbench
 from hosts import LOGIN, SshHosts
 
 pytestmark = [pytest.mark.integration,
@@ -65,12 +65,11 @@ def test_an_unknown_host_key_is_refused(hosts, tmp_path):
 
 def test_nothing_is_left_after_the_hosts(tmp_path):
     with SshHosts(tmp_path / "hosts", ("x", "y")) as made:
-        namespaces = [h.lan.netns for h in made.hosts.values()]
+        theirs = {h.lan.netns for h in made.hosts.values()}
         pids = [pid for h in made.hosts.values() for pid in h.pids()]
         assert len(pids) >= 2   # an sshd each
         assert made["x"].machine_id != made["y"].machine_id
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert not any(ns in listed for ns in namespaces)
+    assert not theirs & set(namespaces())
     assert not [pid for pid in pids if pid_alive(pid)]   # their mounts went with them
 
 
