@@ -345,22 +345,24 @@ class FdwOverhead(Declared):
     def measure(self, env: StudyEnv, case: Case) -> dict:
         """pgbench; its log as the case's last TPS and earlier runs in this process demand
         (pgbench_log.next_log: every transaction, a sample, or the aggregate log)."""
-        last_tps, logged = env.state.last_tps, env.state.logged_runs
         spec = self._run(env, case)
-        if spec.rate:   # a rate step: its p99 is the point, from a sample of at most roof's lines a second
-            return roof.measure_rate(env, case, spec)
-        plan = pgbench_log.next_log(last_tps.get(case.case_id), spec.threads, logged.get(case.case_id, 0))
         source = env.state.source
-        # the FDW hop's TLS: as the source logged postgres_fdw's connections, or the pooler on the hop
+        # the FDW hop's TLS, at the closed loop or a rate: as the source logged postgres_fdw's connections,
+        # or the pooler on the hop
         through = pooled.fdw_pooler(env, case) if case.get("fdw_via") == POOLER else None
         hop_log = tls.log_offset((through[0] if through else source).logfile) \
             if source.tls and case["target"] != "local" else None
-        metrics = pgbench.run(env.bins.path("pgbench"), dataclasses.replace(spec, log=plan),
-                              log=evidence_on(env.options))
+        if spec.rate:   # a rate step: its p99 is the point, from a sample of at most roof's lines a second
+            metrics = roof.measure_rate(env, case, spec)
+        else:
+            last_tps, logged = env.state.last_tps, env.state.logged_runs
+            plan = pgbench_log.next_log(last_tps.get(case.case_id), spec.threads, logged.get(case.case_id, 0))
+            metrics = pgbench.run(env.bins.path("pgbench"), dataclasses.replace(spec, log=plan),
+                                  log=evidence_on(env.options))
+            last_tps[case.case_id] = metrics["tps"]
+            logged[case.case_id] = logged.get(case.case_id, 0) + 1
         if hop_log is not None:
             metrics.update(_fdw_tls(source, hop_log, case, through))
-        last_tps[case.case_id] = metrics["tps"]
-        logged[case.case_id] = logged.get(case.case_id, 0) + 1
         return metrics
 
     # -- the report -------------------------------------------------------------------------
