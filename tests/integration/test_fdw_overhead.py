@@ -17,7 +17,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
+from conftest import STATE_ONLY_RATE, our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
 
 from pgpathbench import __version__
 from pgpathbench.environment import cpu_signature, tool_version
@@ -31,23 +31,31 @@ ROUNDS = 6   # the quick preset's
 
 @pytest.fixture(scope="module")
 def quick_run(workspace_root):
-    """The demo's quick preset (scale 1, 6 rounds x 1 s), with 5 clients beside its 1: 14 cases, so
-    that several read-write clients meet serialization failures. No assertion here reads evidence
-    (tests/integration/test_evidence_runs.py does): without it the run takes 91 s instead of 142 s."""
-    res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--clients", "1,5", "--evidence", "off",
-                      workspace=workspace_root)
+    """The demo's quick preset (scale 1, 6 rounds x 1 s, 1 client): 7 cases. No assertion here reads
+    evidence (tests/integration/test_evidence_runs.py does): without it the run takes 91 s instead of 142 s."""
+    res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--evidence", "off", workspace=workspace_root)
     assert res.returncode == 0, res.stderr[-3000:]
     return res, report_json(workspace_root)
 
 
-def test_quick_run_stores_every_measurement(quick_run):
-    _, rep = quick_run
+@pytest.fixture(scope="module")
+def contended_run(workspace_root):
+    """Five read-write clients, one round, locally and through postgres_fdw: they meet serialization
+    failures (scale 1: one branch row). A run of its own: the quick run's 7 cases at 5 clients too took
+    124 s of CPU, against 41 s and 9 s for the two runs (bench/README.md)."""
+    res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--workload", "rw", "--target", "local,fdw_local",
+                      "--clients", "5", "--repeat", "1", "--evidence", "off", workspace=workspace_root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res, report_json(workspace_root)
+
+
+def assert_every_measurement_stored(rep: dict, cases: int, rounds: int) -> None:
     ms = rep["measurements"]
-    assert len(ms) == 14 * ROUNDS
+    assert len(ms) == cases * rounds
     assert all(m["ok"] for m in ms), [m["error"] for m in ms if not m["ok"]]
-    assert Counter(m["case_id"] for m in ms) == {cid: ROUNDS for cid in {m["case_id"] for m in ms}}
+    assert Counter(m["case_id"] for m in ms) == {cid: rounds for cid in {m["case_id"] for m in ms}}
     for m in ms:
-        assert m["run_id"] == rep["run"]["run_id"] and m["round"] in range(1, ROUNDS + 1)
+        assert m["run_id"] == rep["run"]["run_id"] and m["round"] in range(1, rounds + 1)
         # the hops, --rate and --tls at their quiet values: in the dimensions, not in the id
         assert set(m["dims"]) == {"workload", "target", "clients", "latency", "pg", "protocol", "rate", "via",
                                   "pool_mode", "fdw_via", "tls"}
@@ -71,6 +79,11 @@ def test_quick_run_stores_every_measurement(quick_run):
         # pgbench measured from outside: it ran its -T second, used some CPU, and is a small program.
         assert 1000 <= mt["wall_ms"] <= m["duration_s"] * 1000
         assert 0 < mt["cpu_user_ms"] + mt["cpu_sys_ms"] < 2 * mt["wall_ms"] and 1 < mt["peak_rss_mib"] < 200
+
+
+def test_quick_run_stores_every_measurement(quick_run, contended_run):
+    assert_every_measurement_stored(quick_run[1], 7, ROUNDS)
+    assert_every_measurement_stored(contended_run[1], 2, 1)
 
 
 def test_ro_overhead_far_above_one_and_above_rw(quick_run):
@@ -110,7 +123,7 @@ def test_run_records_environment_and_is_listed(quick_run, workspace_root):
     assert set(env["servers"]) == {"pg15_source", "pg15_external"}
     assert "PostgreSQL 15" in env["servers"]["pg15_source"]["version"]
     assert env["servers"]["pg15_source"]["settings"]["listen_addresses"] == "127.0.0.1"
-    assert run["summary"]["last_session"]["measure_s"] > 14 * ROUNDS * 1
+    assert run["summary"]["last_session"]["measure_s"] > 7 * ROUNDS * 1
     # The tool that measured, exactly: this checkout's commit (the run reads git; so does the test).
     now = tool_version()
     assert (machine["pgpathbench"], machine["pgpathbench_commit"]) == (__version__, now["commit"])
@@ -120,15 +133,17 @@ def test_run_records_environment_and_is_listed(quick_run, workspace_root):
     assert any(r["run_id"] == run["run_id"] and r["started_at"] for r in runs)
 
 
-def test_terminal_report_shows_tables_ratios_and_published_figures(quick_run):
+def test_terminal_report_shows_tables_ratios_and_published_figures(quick_run, contended_run):
     res, _ = quick_run
     out = res.stdout
     for text in ("TPS (without initial connection time)", "Latency average, ms", "Overhead: TPS local / TPS target",
-                 "RO.FDW_ext_ro", "RW.local_5", "Published mean", "11,513", "1,511", "7.619"):
+                 "RO.FDW_ext_ro", "RW.local", "Published mean", "11,513", "1,511", "7.619", "pgbench's own cost"):
         assert text in out
     # The report states the seed's comparison (its direction under load: test_ro_overhead_far_above_one_and_above_rw).
     assert "RO overhead" in out and "above RW overhead" in out
-    assert "Serialization failures and retries" in out and "pgbench's own cost" in out
+    contended = contended_run[0].stdout
+    assert "RW.local_5" in contended and "RW.FDW_local_5" in contended
+    assert "Serialization failures and retries" in contended and "Serialization failures" not in out
     # 6 rounds: every interval covers 95%, and RO through postgres_fdw differs from local.
     assert "too few rounds (" not in out and "(75%)" not in out
     # RO through postgres_fdw is slower than local (median ratio above 1), with a real 95% verdict;
@@ -140,9 +155,10 @@ def test_terminal_report_shows_tables_ratios_and_published_figures(quick_run):
 
 def test_other_formats(quick_run, workspace_root):
     _, rep = quick_run
-    md = pgpathbench_main("report", "--format", "markdown", workspace=workspace_root).stdout
+    md = pgpathbench_main("report", rep["run"]["run_id"], "--format", "markdown", workspace=workspace_root).stdout
     assert "| RO.local |" in md.replace("  ", " ") and "### Overhead" in md
-    rows = list(csv.DictReader(io.StringIO(pgpathbench_main("report", "--format", "csv", workspace=workspace_root).stdout)))
+    csv_out = pgpathbench_main("report", rep["run"]["run_id"], "--format", "csv", workspace=workspace_root).stdout
+    rows = list(csv.DictReader(io.StringIO(csv_out)))
     assert len(rows) == len(rep["measurements"]) and float(rows[0]["tps"]) > 0 and rows[0]["dim_target"]
     assert rows[0]["pgpathbench_commit"] == rep["run"]["environment"]["sessions"][0]["machine"]["pgpathbench_commit"]
 
@@ -157,9 +173,9 @@ def test_unknown_run_is_a_user_error(quick_run, workspace_root):
     assert res.returncode == 2 and "RUN: no run 'nosuchrun'" in res.stderr
 
 
-# Stopped and resumed: what is asserted is the run's state, not evidence.
+# Stopped and resumed: what is asserted is the run's state, not evidence nor figures.
 SMALL = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_local",
-         "--clients", "1", "--repeat", "3", "--evidence", "off"]
+         "--clients", "1", *STATE_ONLY_RATE, "--repeat", "3", "--evidence", "off"]
 
 
 def wait_for_measurements(proc, count: int, timeout: float = 120) -> None:
