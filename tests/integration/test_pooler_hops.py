@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cmdlines, our_processes, pgpathbench, pgpathbench_main, run_watching_ps, spawn_pgpathbench
+from conftest import STATE_ONLY_RATE, cmdlines, our_processes, pgpathbench, pgpathbench_main, run_watching_ps, spawn_pgpathbench
 from pgpathbench.servers.cluster import socket_dir
 from user_server import UserServer, assert_left_as_found, assert_no_secret, use_passfile
 
@@ -90,11 +90,12 @@ def test_fdw_hop_through_the_pooler_both_legs_tls(workspace_root):
 
 def test_tls_poolers_sigkill_then_clean_then_resume(workspace_root):
     """A killed run's TLS pooler is stopped (it dies with the tool, or clean stops it by its pid file) and its
-    files go; a resume makes the CA, the certificates and the poolers anew and measures both legs again."""
+    files go; a resume makes the CA, the certificates and the poolers anew and measures both legs again.
+    At a fixed rate: each leg's TLS is checked at a rate step too (before, a step recorded none)."""
     ws = workspace_root / "ws-tls-pooler-killed"
     proc = spawn_pgpathbench("run", "fdw-overhead", "--preset", "quick", "--repeat", "3", "--duration", "2",
                              "--target", "fdw_local", "--workload", "ro", "--clients", "1", "--fdw-via", "pgbouncer",
-                             "--pool-mode", "transaction", "--tls", "off,on", workspace=ws)
+                             "--pool-mode", "transaction", "--tls", "off,on", *STATE_ONLY_RATE, workspace=ws)
     deadline = time.monotonic() + 180
     while True:
         assert time.monotonic() < deadline, "no measurement"

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from conftest import (assert_user_error, close_workspace, cmdlines, netns_of_run, our_processes, pgpathbench, pgpathbench_main,
-                      report_json, spawn_pgpathbench, started_cluster, workspace_base)
+                      report_json, spawn_pgpathbench, started_cluster, workspace_base, STATE_ONLY_RATE)
 from pgpathbench.servers.cluster import socket_dir
 from pgpathbench.workspace import GATE
 
 SMALL = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_local",
-         "--clients", "1", "--repeat", "2", "--duration", "1"]
+         "--clients", "1", *STATE_ONLY_RATE, "--repeat", "2", "--duration", "1"]
 LINKED = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_external",
-          "--clients", "1", "--repeat", "2", "--duration", "1", "--latency", "0,1ms"]
+          "--clients", "1", *STATE_ONLY_RATE, "--repeat", "2", "--duration", "1", "--latency", "0,1ms"]
 
 
 @pytest.fixture
