@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (assert_user_error, close_workspace, cmdlines, netns_of_run, our_processes, pgpathbench, pgpathbench_main,
-                      report_json, spawn_pgpathbench, started_cluster, workspace_base, STATE_ONLY_RATE)
+from conftest import (STATE_ONLY_RATE, assert_user_error, close_workspace, cmdlines, netns_of_run, our_processes,
+                      pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench, started_cluster, workspace_base)
 from pgpathbench.servers.cluster import socket_dir
 from pgpathbench.workspace import GATE
 
+# What is asserted is each run's state, not its figures: measured at a fixed rate.
 SMALL = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_local",
          "--clients", "1", *STATE_ONLY_RATE, "--repeat", "2", "--duration", "1"]
 LINKED = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--target", "local,fdw_external",
