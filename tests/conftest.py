@@ -416,6 +416,13 @@ def report_json(ws: Path, run: str = "latest", *extra: str) -> dict:
     return json.loads(res.stdout)
 
 
+def finished_run(*args: str, workspace: Path, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict]:
+    """`pgpathbench ARGS` (a run), which must exit 0: its output and the report of the workspace's latest run."""
+    res = pgpathbench(*args, workspace=workspace, timeout=timeout)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res, report_json(workspace)
+
+
 def rounds_by_case(measurements: list[dict], metric: str) -> dict[str, list[float]]:
     """case_id -> one metric's value in each of its rounds."""
     by: dict[str, list[float]] = {}

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from conftest import pgpathbench, pgpathbench_main, report_json
+from conftest import finished_run, pgpathbench, pgpathbench_main
 
 pytestmark = pytest.mark.integration
 
@@ -24,12 +24,10 @@ def knob_run(workspace_root, tmp_path_factory):
     (d / "accounts.sql").write_text(READ_ACCOUNTS)
     (d / "kv.sql").write_text(READ_KV)
     (d / "init.sql").write_text(INIT)
-    res = pgpathbench("run", "fdw-overhead", "--preset", "quick", "--repeat", str(ROUNDS),
-                      "--target", "local,fdw_external", "--fdw-option", "fetch_size=1,100", "--protocol", "prepared",
-                      "--script", str(d / "accounts.sql"), "--script", f"{d / 'kv.sql'}@2", "--init", str(d / "init.sql"),
-                      workspace=workspace_root)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res, report_json(workspace_root)
+    return finished_run("run", "fdw-overhead", "--preset", "quick", "--repeat", str(ROUNDS),
+                        "--target", "local,fdw_external", "--fdw-option", "fetch_size=1,100", "--protocol", "prepared",
+                        "--script", str(d / "accounts.sql"), "--script", f"{d / 'kv.sql'}@2", "--init", str(d / "init.sql"),
+                        workspace=workspace_root)
 
 
 def test_every_case_carries_its_knobs(knob_run):

@@ -12,14 +12,12 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from conftest import STATE_ONLY_RATE, our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
+from conftest import STATE_ONLY_RATE, finished_run, our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
 
 from pgpathbench import __version__
 from pgpathbench.environment import cpu_signature, tool_version
@@ -35,7 +33,7 @@ ROUNDS = 6   # the quick preset's
 def quick_run(workspace_root):
     """The demo's quick preset (scale 1, 6 rounds x 1 s, 1 client): 7 cases. No assertion here reads
     evidence (tests/integration/test_evidence_runs.py does): without it the run takes 91 s instead of 142 s."""
-    return quick_fdw_overhead(workspace_root)
+    return finished_run("run", "fdw-overhead", "--preset", "quick", "--evidence", "off", workspace=workspace_root)
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +41,8 @@ def contended_run(workspace_root):
     """Five clients, one round, locally and through postgres_fdw: the read-write ones meet serialization
     failures (scale 1: one branch row), the read-only ones are checked as busy as pgbench says. A run of
     its own: the quick run's 7 cases at 5 clients too took 124 s of CPU (bench/README.md)."""
-    return quick_fdw_overhead(workspace_root, "--target", "local,fdw_local", "--clients", "5", "--repeat", "1")
-
-
-def quick_fdw_overhead(workspace: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    """fdw-overhead's quick preset with args, without evidence: its output and its exported report."""
-    res = pgpathbench("run", "fdw-overhead", "--preset", "quick", *args, "--evidence", "off", workspace=workspace)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res, report_json(workspace)
+    return finished_run("run", "fdw-overhead", "--preset", "quick", "--target", "local,fdw_local", "--clients", "5",
+                        "--repeat", "1", "--evidence", "off", workspace=workspace_root)
 
 
 def assert_every_measurement_stored(rep: dict, cases: int, rounds: int) -> None:

@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import pgpathbench, report_json
+from conftest import finished_run
 
 pytestmark = pytest.mark.integration
 
@@ -27,10 +27,8 @@ ROWS, ITERATIONS, ROUNDS = 50_000, 500, 6
 
 @pytest.fixture(scope="module")
 def fidelity(workspace_root):
-    res = pgpathbench("run", "interfaces-fidelity", "--preset", "quick", "--rows", str(ROWS),
-                      "--iterations", str(ITERATIONS), workspace=workspace_root, timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res, report_json(workspace_root)
+    return finished_run("run", "interfaces-fidelity", "--preset", "quick", "--rows", str(ROWS),
+                        "--iterations", str(ITERATIONS), workspace=workspace_root, timeout=900)
 
 
 def ratios(rep) -> dict[tuple[str, str, str], float]:

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import netns_of_run as netns_of, our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench
+from conftest import finished_run, netns_of_run as netns_of, our_processes, pgpathbench_main, spawn_pgpathbench
 from test_fdw_overhead import wait_for_measurements
 
 pytestmark = pytest.mark.integration
@@ -21,9 +21,7 @@ LINKED = ["run", "fdw-overhead", "--preset", "quick", "--workload", "ro", "--tar
 
 @pytest.fixture(scope="module")
 def linked_run(workspace_root):
-    res = pgpathbench(*LINKED, workspace=workspace_root)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res, report_json(workspace_root)
+    return finished_run(*LINKED, workspace=workspace_root)
 
 
 def test_links_are_probed_before_and_after_every_round(linked_run):

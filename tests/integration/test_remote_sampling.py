@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import medians_by_case, pgpathbench, report_json
+from conftest import finished_run, medians_by_case
 from pgpathbench.runner import Taken, new_run_id, take_measurement
 from pgpathbench.servers import binaries
 from pgpathbench.servers.topology import Servers
@@ -23,10 +23,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def sampling_run(workspace_root):
-    res = pgpathbench("run", "remote-sampling", "--preset", "quick", "--pg", "17", "--evidence", "off",
-                      workspace=workspace_root)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res, report_json(workspace_root)
+    return finished_run("run", "remote-sampling", "--preset", "quick", "--pg", "17", "--evidence", "off",
+                        workspace=workspace_root)
 
 
 def test_runs_on_postgresql_17(sampling_run):

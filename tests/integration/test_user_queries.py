@@ -5,11 +5,9 @@ the cursor cases, a query the server rejects failing in prepare (exit 2, nothing
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from conftest import pgpathbench, pgpathbench_main
+from conftest import finished_run, pgpathbench, report_json
 
 pytestmark = pytest.mark.integration
 
@@ -19,18 +17,10 @@ SMALL = ["--preset", "quick", "--transport", "tcp", "--output", "p-none:null", "
          "--t10m-rows", "1000", "--repeat", "1"]
 
 
-def report_json(workspace) -> dict:
-    res = pgpathbench_main("report", "latest", "--format", "json", workspace=workspace)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
-
-
 @pytest.fixture(scope="module")
 def mine(workspace_root):
-    res = pgpathbench("run", "interfaces", *SMALL, "--query", f"mine={MINE}", "--sqlstrat", "mine:once",
-                      "--fetch", "10,1000", workspace=workspace_root, timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res, report_json(workspace_root)
+    return finished_run("run", "interfaces", *SMALL, "--query", f"mine={MINE}", "--sqlstrat", "mine:once",
+                        "--fetch", "10,1000", workspace=workspace_root, timeout=900)
 
 
 def test_every_client_returns_the_users_query_as_psql_does(mine):
