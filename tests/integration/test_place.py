@@ -374,6 +374,28 @@ def test_a_host_lost_mid_run_fails_it_naming_the_host_and_resume_works_when_it_i
     assert not ours_on(hosts["a"]) and not ours_on(hosts["b"]) and HostLedger(ws).entries() == []
 
 
+def test_a_placed_server_stopped_mid_run_ends_it_quoting_its_log_there(hosts, workspace_root):
+    """Its host answers, its postmaster is gone (a fast shutdown by someone else): the run stops at the
+    failed measurement or the probes after it, naming the server and its log's last line, read there
+    before the run's directory goes; a resume measures the rest."""
+    ws = known(hosts, workspace_root / "place-gone")
+    proc = spawn_pgpathbench(*place_args(hosts, LOGIN), "--repeat", "3", workspace=ws)
+    progress = ""
+    while "[1/3]" not in progress and proc.poll() is None:   # measuring
+        progress += proc.stderr.readline()
+    os.kill(postmaster_pid_on(hosts["b"]), signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    stopped = [line for line in err.splitlines() if line.startswith("pgpathbench: ")]
+    assert len(stopped) == 1 and stopped[0].startswith(
+        "pgpathbench: server pg15_external (gone from host b; its log's last line: ") and \
+        "LOG:  database system is shut down) died " in stopped[0], err   # during or after a round
+    assert not ours_on(hosts["a"]) and not ours_on(hosts["b"]) and HostLedger(ws).entries() == []
+    res = pgpathbench("run", "--resume", "latest", workspace=ws, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert len([m for m in report_json(ws)["measurements"] if m["ok"]]) == 3
+
+
 def postmaster_pid_on(host) -> int:
     (pid_file,) = [p for p in ours_on(host) if p.name == "postmaster.pid"]
     return int(pid_file.read_text().split()[0])

@@ -48,13 +48,20 @@ class PlacedServers:
         return cluster
 
     def lost(self) -> list[str]:
-        """'name (host a lost: ...)' for each server whose host no longer answers over SSH."""
+        """'name (how)' for each server whose host no longer answers over SSH ('host a lost: ...'), or
+        which no longer runs there: its log's last line there, which goes with the run's directory."""
         found = []
         for place in self.places.values():
+            there = {name: c for name, c in self.clusters.items() if c.host is place}
             try:
-                place.output("true", "a check that the host answers", timeout=15)
+                said = place.output("true\n" + "".join(c.gone_script() for c in there.values() if c.running),
+                                    "a check that the host and its servers answer", timeout=15)
             except (HostLost, UserError) as e:
-                found += [f"{c} ({e})" for c, cluster in self.clusters.items() if cluster.host is place]
+                found += [f"{name} ({e})" for name in there]
+                continue
+            for name, _, last in (line.partition("\t") for line in said.splitlines()):
+                if name in there:
+                    found.append(f"{name} (gone from host {place.name}; its log's last line: {last or 'none'})")
         return found
 
     def watching(self, on_lost):

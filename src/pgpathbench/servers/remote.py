@@ -350,7 +350,11 @@ class RemoteCluster(Statements):
         self.passfile.unlink(missing_ok=True)
 
     def exit_reason(self) -> str | None:
-        return None   # its death shows as its host's failure (HostLost) or a failed connection
+        return None   # asked on its host with the others there (PlacedServers.lost, gone_script)
+
+    def gone_script(self) -> str:
+        """A script printing 'name<TAB>its log's last line' there if its postmaster no longer runs."""
+        return scripts.render(scripts.GONE, pid=self.pid, name=self.name, log=f"{self.dir}/server.log")
 
     # -- connecting (as Cluster and UserServer) -----------------------------------------------
     def dbname(self, name: str) -> str:

@@ -113,6 +113,15 @@ else
 fi
 """
 
+# A line 'name<TAB>its log's last line' when a server's postmaster no longer runs on its host:
+# died, or stopped by someone else (ours are checked only while they run); a zombie has ended too
+# (an init that reaps late keeps its /proc entry).
+GONE = r"""
+case "$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' /proc/{pid}/status 2>/dev/null)" in ''|Z|X)
+  printf '%s\t%s\n' {name} "$(grep -v '^[[:space:]]*$' {log} 2>/dev/null | tail -n 1)" ;;
+esac
+"""
+
 STOP = r"""
 {as_account} {bindir}/pg_ctl -D {data} -m {mode} -w -t 60 stop > /dev/null 2>&1 || :
 """

@@ -178,15 +178,14 @@ class Servers:
                 **{name: link.describe() for name, link in self.host_links.links.items()}}
 
     def dead(self, wait_s: float = 0.0) -> list[str]:
-        """The clusters of this run whose server has died (not stopped by us), or whose host is lost: 'name (how)'.
+        """The clusters of this run whose server has died (not stopped by us), here or on its host, or
+        whose host is lost: 'name (how)'.
         wait_s: after a failure, how long to watch for a death still under way (a killed
         postmaster closes its sockets, which fails the client, before it can be reaped)."""
-        deadline, hosts_asked = time.monotonic() + wait_s, False
+        deadline = time.monotonic() + wait_s
         while True:
             found = [f"{name} ({c.exit_reason()})" for name, c in (*self.clusters.items(), *self.poolers.items())
-                     if c.exit_reason()]
-            if not found and not hosts_asked:   # once: whether placed servers' hosts still answer over SSH
-                hosts_asked, found = True, self.placed.lost()
+                     if c.exit_reason()] or self.placed.lost()   # one SSH round trip a host with servers
             if found or time.monotonic() >= deadline:
                 return found
             time.sleep(0.02)
