@@ -47,7 +47,7 @@ class PlacedServers:
                 cluster.allow(other.host.address)
         return cluster
 
-    def lost(self) -> list[str]:
+    def dead(self) -> list[str]:
         """'name (how)' for each server whose host no longer answers over SSH ('host a lost: ...'), or
         which no longer runs there: its log's last line there, which goes with the run's directory."""
         found = []

@@ -350,7 +350,7 @@ class RemoteCluster(Statements):
         self.passfile.unlink(missing_ok=True)
 
     def exit_reason(self) -> str | None:
-        return None   # asked on its host with the others there (PlacedServers.lost, gone_script)
+        return None   # asked on its host with the others there (PlacedServers.dead, gone_script)
 
     def gone_script(self) -> str:
         """A script printing 'name<TAB>its log's last line' there if its postmaster no longer runs."""

@@ -185,7 +185,7 @@ class Servers:
         deadline = time.monotonic() + wait_s
         while True:
             found = [f"{name} ({c.exit_reason()})" for name, c in (*self.clusters.items(), *self.poolers.items())
-                     if c.exit_reason()] or self.placed.lost()   # one SSH round trip a host with servers
+                     if c.exit_reason()] or self.placed.dead()   # one SSH round trip a host with servers
             if found or time.monotonic() >= deadline:
                 return found
             time.sleep(0.02)
