@@ -42,6 +42,7 @@ from pgpathbench.servers.remote import HostWorkspace, RemoteCluster
 
 from conftest import cmdlines, pgpathbench, placed_passwords, report_json, spawn_pgpathbench
 from hosts import LOGIN, SshHosts
+from test_fdw_overhead import wait_for_measurements
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not available_link_kinds()["netns"].startswith("ok"),
@@ -353,9 +354,7 @@ def test_a_host_lost_mid_run_fails_it_naming_the_host_and_resume_works_when_it_i
     ws = known(hosts, workspace_root / "place-lost")
     host = hosts["a"]
     proc = spawn_pgpathbench(*place_args(hosts, LOGIN), "--repeat", "3", workspace=ws)
-    progress = ""
-    while "[1/3]" not in progress and proc.poll() is None:   # measuring
-        progress += proc.stderr.readline()
+    wait_for_measurements(proc, 1)   # measuring
     postmaster = postmaster_pid_on(host)
     for pid in sshd_pids(host):   # its sshd and every session of it: the run's connection too
         os.kill(pid, signal.SIGKILL)
@@ -380,9 +379,7 @@ def test_a_placed_server_stopped_mid_run_ends_it_quoting_its_log_there(hosts, wo
     before the run's directory goes; a resume measures the rest."""
     ws = known(hosts, workspace_root / "place-gone")
     proc = spawn_pgpathbench(*place_args(hosts, LOGIN), "--repeat", "3", workspace=ws)
-    progress = ""
-    while "[1/3]" not in progress and proc.poll() is None:   # measuring
-        progress += proc.stderr.readline()
+    wait_for_measurements(proc, 1)   # measuring
     os.kill(postmaster_pid_on(hosts["b"]), signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
