@@ -15,6 +15,7 @@ from pgpathbench.servers.binaries import PgBinaries
 from pgpathbench.studies.file_fdw_tpch import user_role
 from pgpathbench.studies.file_fdw_tpch.shape import Shape
 from pgpathbench.studies.file_fdw_tpch.spec import disk_needed
+from test_file_fdw_tpch_report import measurement, study_result
 from test_file_fdw_tpch_study import STUDY, options
 
 COORDINATOR = {"servers": {"coordinator": "host=db1 user=bench dbname=app"}}
@@ -110,7 +111,6 @@ def test_what_a_plan_read_counts_every_tasks_pages_and_files():
 
 # --- the report's tables of the citus layout and the columnar storage ----------------------------------
 def run_with(measurements, facts):
-    from test_file_fdw_tpch_study import study_result
     return study_result(measurements, facts)
 
 
@@ -159,5 +159,4 @@ def test_the_report_says_where_each_layout_ran_and_what_columnar_read():
 
 
 def measurement_of(q, storage, layout, rnd):
-    from test_file_fdw_tpch_study import measurement
     return measurement(q, storage, layout, rnd, 0)

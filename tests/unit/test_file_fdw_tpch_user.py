@@ -13,7 +13,8 @@ from pgpathbench.errors import UserError
 from pgpathbench.studies.file_fdw_tpch.objects import main_ddl
 from pgpathbench.studies.file_fdw_tpch.spec import disk_needed
 from pgpathbench.studies.file_fdw_tpch.study import Shape
-from test_file_fdw_tpch_study import STUDY, measurement, options, study_result
+from test_file_fdw_tpch_report import measurement, study_result
+from test_file_fdw_tpch_study import STUDY, options
 
 USER = {"servers": {"tpch": "host=db1 user=bench dbname=app"}}
 
