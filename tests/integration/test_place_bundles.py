@@ -10,26 +10,17 @@ from __future__ import annotations
 import contextlib
 import subprocess
 
-import pytest
-
 from pgpathbench.servers.binaries import BUNDLES, HOST_ONLY_BUNDLES
 from pgpathbench.servers.host_ledger import HostLedger
-from pgpathbench.servers.network import available_link_kinds
 from pgpathbench.servers.remote import HostWorkspace, RemoteCluster
 
+import test_place
 from conftest import pgpathbench, report_json
-from hosts import LOGIN, SshHosts
+from hosts import LOGIN
 from test_place import known, opened, ours_on, place_args, sshd_pids
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not available_link_kinds()["netns"].startswith("ok"),
-                                 reason="network namespaces need root and ip")]
-
-
-@pytest.fixture(scope="module")
-def hosts(tmp_path_factory):
-    with SshHosts(tmp_path_factory.mktemp("hosts"), ("a", "b")) as made:
-        yield made
+pytestmark = test_place.pytestmark
+hosts = test_place.hosts   # its fixture: two hosts of this module's own
 
 
 def test_a_major_the_host_lacks_is_shipped_there_as_the_pinned_bundle(hosts, workspace_root):
