@@ -22,7 +22,8 @@ from benchlib import by_case, rounds_run
 from pgpathbench.stats import ratio_summary
 
 LIBPQ_TARGET, ALL_TARGET = 4.0, 3.0
-# The test's 1-row matrix: every interface and method over every transport, 50 iterations.
+# The test's 1-row matrix: every interface and method over every transport, at 50 iterations (the
+# test runs 20: its claims are each connection's cost, these the ratios of the whole commands).
 RUN = ["interfaces", "--preset", "quick", "--sqlstrat", "sql001:each,sql001:once",
        "--iterations", "50", "--output", "p-all:file", "--each-transports", "unix,tcp,remote",
        "--each-methods", "normal,single-row,cursor,copy"]
