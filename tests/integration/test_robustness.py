@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (STATE_ONLY_RATE, assert_user_error, close_workspace, cmdlines, netns_of_run, our_processes,
+from conftest import (STATE_ONLY_RATE, assert_user_error, close_workspace, netns_of_run, our_processes,
                       pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench, started_cluster, workspace_base)
+from pgpathbench.procs import cmdline
 from pgpathbench.servers.cluster import socket_dir
 from pgpathbench.workspace import GATE
 
@@ -220,15 +221,31 @@ def holds_flock(pid: int, path: Path) -> bool:
                for f in (line.split() for line in Path("/proc/locks").read_text().splitlines()) if len(f) > 5)
 
 
-def initdb_of(under: Path, timeout: float = 120) -> int:
+def descendants(pid: int) -> list[int]:
+    """The processes `pid` started, theirs, and so on, as they are now (/proc/PID/task/TID/children)."""
+    found, parents = [], [pid]
+    while parents:
+        for children in Path(f"/proc/{parents.pop()}/task").glob("*/children"):
+            with contextlib.suppress(OSError):   # gone meanwhile
+                kids = [int(c) for c in children.read_text().split()]
+                found += kids
+                parents += kids
+    return found
+
+
+def initdb_of(command: subprocess.Popen, under: Path, timeout: float = 120) -> int:
     """The pid of the first initdb that makes a cluster below `under`, or of the cp that copies one there
-    from the workspace's template (servers/template.py), as soon as it runs."""
+    from the template (servers/template.py), as soon as it runs: among the command's descendants, whose
+    few command lines a poll reads well within the cp's 40 ms (the suite's workspaces are in /dev/shm).
+    A poll over every process's (cmdlines(): 18 µs each idle, hundreds beside two suites at load 9 on 2
+    cores) missed the cp there, or returned one already gone."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for pid, cmd in cmdlines().items():
+        for pid in descendants(command.pid):
+            cmd = cmdline(pid)
             if cmd.split(" ", 1)[0].endswith(("/initdb", "cp")) and f" {under}/" in cmd:
                 return pid
-        time.sleep(0.005)
+        time.sleep(0.001)
     raise AssertionError(f"no initdb below {under} within {timeout} s")
 
 
@@ -240,7 +257,7 @@ def test_clean_beside_a_live_run_touches_nothing_of_it(ws):
     `clean --all --results-dsn` with a store of the user's drops neither that store nor the
     workspace's results cluster."""
     proc = spawn_pgpathbench(*LINKED, "--repeat", "1", "--keep-servers", workspace=ws)
-    initdb = initdb_of(ws / "servers")
+    initdb = initdb_of(proc, ws / "servers")
     os.kill(initdb, signal.SIGSTOP)
     try:
         mid_initdb = pgpathbench("clean", workspace=ws)
@@ -295,13 +312,13 @@ def test_initdb_killed_is_one_line_naming_the_cause(ws):
     server, the run stops in one line that says how to resume it."""
     own = {"PGPATHBENCH_TEMPLATES": str(ws / "templates")}   # not the session's: this initdb is the workspace's first
     reader = spawn_pgpathbench("runs", workspace=ws, env=own)
-    os.kill(initdb_of(ws / "templates"), signal.SIGKILL)   # the results cluster's
+    os.kill(initdb_of(reader, ws / "templates"), signal.SIGKILL)   # the results cluster's
     _, err = reader.communicate(timeout=120)
     assert reader.returncode == 1 and len(err.splitlines()) == 1, err
     assert err.startswith("pgpathbench: the results cluster did not start: initdb of results failed: killed by "
                           "SIGKILL, by the kernel's OOM killer"), err
     proc = spawn_pgpathbench(*SMALL, workspace=ws, env=own)   # its results cluster made whole, or it could not start
-    os.kill(initdb_of(ws / "servers"), signal.SIGKILL)
+    os.kill(initdb_of(proc, ws / "servers"), signal.SIGKILL)
     _, err = proc.communicate(timeout=300)
     run_id = runs(ws)[-1]["run_id"]
     said = [line for line in err.splitlines() if line.startswith("pgpathbench:")]
