@@ -75,13 +75,12 @@ class SuiteStop:
 
 
 def children_of(parent: int) -> list[int]:
-    """The live processes whose parent is `parent` (an xdist controller's: its workers)."""
+    """The live processes whose parent is `parent` (an xdist controller's: its workers), from each of its
+    threads' /proc/PID/task/TID/children: a few reads, where a scan of every process's costs hundreds."""
     found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for children in Path(f"/proc/{parent}/task").glob("*/children"):
         with contextlib.suppress(OSError):   # gone meanwhile
-            stat_fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            if int(stat_fields[1]) == parent:
-                found.append(int(pid))
+            found += [int(pid) for pid in children.read_text().split()]
     return found
 
 

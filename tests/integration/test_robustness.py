@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (STATE_ONLY_RATE, assert_user_error, close_workspace, netns_of_run, our_processes,
-                      pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench, started_cluster, workspace_base)
+from conftest import (STATE_ONLY_RATE, assert_user_error, children_of, close_workspace, netns_of_run,
+                      our_processes, pgpathbench, pgpathbench_main, report_json, spawn_pgpathbench, started_cluster,
+                      workspace_base)
 from pgpathbench.procs import cmdline
 from pgpathbench.servers.cluster import socket_dir
 from pgpathbench.workspace import GATE
@@ -222,14 +223,12 @@ def holds_flock(pid: int, path: Path) -> bool:
 
 
 def descendants(pid: int) -> list[int]:
-    """The processes `pid` started, theirs, and so on, as they are now (/proc/PID/task/TID/children)."""
+    """The processes `pid` started, theirs, and so on, as they are now."""
     found, parents = [], [pid]
     while parents:
-        for children in Path(f"/proc/{parents.pop()}/task").glob("*/children"):
-            with contextlib.suppress(OSError):   # gone meanwhile
-                kids = [int(c) for c in children.read_text().split()]
-                found += kids
-                parents += kids
+        kids = children_of(parents.pop())
+        found += kids
+        parents += kids
     return found
 
 
