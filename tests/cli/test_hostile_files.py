@@ -24,7 +24,8 @@ import pytest
 
 from pgpathbench import cli
 from pgpathbench.studies.fdw_overhead import spec as fdw_spec
-from test_invalid_invocations import FDW, INTERFACES, TPCH, tripwires, ws  # noqa: F401 (their fixtures)
+from invalid_invocation_cases import FDW, INTERFACES, TPCH
+from test_invalid_invocations import tripwires, ws  # noqa: F401 (their fixtures)
 
 TOKEN = "TOKEN_7f3q"
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
