@@ -18,9 +18,8 @@ WRITE = os.environ.get("PGPATHBENCH_WRITE_SVG_GOLDEN") == "1"
 CI = ["Error bars: 95% CI of the median."]
 
 
-def specs() -> dict[str, tuple[Plot, dict]]:
-    """name -> (plot, keyword arguments of svg_plot)."""
-    plots = {
+def bar_plots() -> dict[str, Plot]:
+    return {
         # three series, error bars on some points only; narrow slots so some value labels do not fit
         "bar_grouped": Plot("TPS by target", "workload · clients", "Throughput, transactions/s", "bar", {
             "local": [Point("RO · 1 client", 24000, 12000, 40000), Point("RW · 1 client", 2300, 1500, 2600)],
@@ -60,6 +59,11 @@ def specs() -> dict[str, tuple[Plot, dict]]:
             "ro": [Point("fdw", 0.12, 0.11, 0.14), Point("ext", 0.2)],
             "rw": [Point("fdw", 0.26, 0.2, 0.3), Point("ext", 0.35, 0.3, 0.41)],
         }, ref_y=1.0),
+    }
+
+
+def line_plots() -> dict[str, Plot]:
+    return {
         # five series (markers cycle), one with a single point (no line), one empty, x unsorted
         "line_numeric": Plot("TPS against RTT", "Measured round-trip time, ms", "Throughput, transactions/s", "line", {
             "RO · 1 client": [Point(2.4, 80, 76, 80.5), Point(0.02, 4000, 3000, 6000), Point(5.5, 34, 33, 35)],
@@ -88,6 +92,11 @@ def specs() -> dict[str, tuple[Plot, dict]]:
             "b": [Point("warm", 2.5, 2.0, 3.5), Point("hot", 1.0)],
         }),
         "line_empty": Plot("Empty line chart", "x", "y", "line", {"a": [], "b": []}, log_x=True, log_y=True),
+    }
+
+
+def scatter_plots() -> dict[str, Plot]:
+    return {
         # scatter: the y axis need not start at 0; negative, fractional and equal values; a NaN
         "scatter_numeric": Plot("Scatter", "Bandwidth, Mbit/s", "Difference, ms", "scatter", {
             "one": [Point(5, 0.0123, 0.011, 0.014), Point(1, 0.0101), Point(20, 0.0152)],
@@ -111,6 +120,11 @@ def specs() -> dict[str, tuple[Plot, dict]]:
         "scatter_ref_negative": Plot("Ref makes log impossible", "x", "y", "scatter", {
             "s": [Point(1, 30000.0), Point(2, 45000.0)]}, log_y=True, ref_y=-1.0),
     }
+
+
+def specs() -> dict[str, tuple[Plot, dict]]:
+    """name -> (plot, keyword arguments of svg_plot)."""
+    plots = bar_plots() | line_plots() | scatter_plots()
     out = {name: (plot, {}) for name, plot in plots.items()}
     out["bar_grouped_narrow"] = (plots["bar_grouped"], {"width": 760})
     out["line_numeric_narrow"] = (plots["line_numeric"], {"width": 760})
