@@ -5,6 +5,7 @@ Real servers; tolerances fit a loaded 2-core machine (no timing targets)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from conftest import (STATE_ONLY_RATE, assert_user_error, children_of, close_wor
                       workspace_base)
 from pgpathbench.procs import cmdline
 from pgpathbench.servers.cluster import socket_dir
+from pgpathbench.store import keeper
 from pgpathbench.workspace import GATE
 
 # What is asserted is each run's state, not its figures: measured at a fixed rate.
@@ -248,6 +250,21 @@ def initdb_of(command: subprocess.Popen, under: Path, timeout: float = 120) -> i
     raise AssertionError(f"no initdb below {under} within {timeout} s")
 
 
+def reader_held_in(ws: Path) -> subprocess.Popen:
+    """A `runs` stopped in the workspace, its share of the gate taken (its record alone is not enough:
+    stopped between the two, `clean --all` would come first and it would wait, unnamed). It waits there
+    for results.lock, held here, to join the results cluster: let go, beside two suites, it once read
+    the store and ended between two polls of /proc/locks."""
+    with open(ws / keeper.LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        reader, deadline = spawn_pgpathbench("runs", workspace=ws), time.monotonic() + 120
+        while not holds_flock(reader.pid, ws / GATE):
+            assert reader.poll() is None and time.monotonic() < deadline, "runs never entered the workspace"
+            time.sleep(0.01)
+        reader.send_signal(signal.SIGSTOP)
+    return reader
+
+
 def test_clean_beside_a_live_run_touches_nothing_of_it(ws):
     """`clean` while a run makes its first server (its initdb held still) and while it measures
     through its namespace and proxy; `clean --all` then, refused, naming the run and a `runs` that
@@ -269,14 +286,8 @@ def test_clean_beside_a_live_run_touches_nothing_of_it(ws):
     proc.send_signal(signal.SIGSTOP)   # its servers, namespace and proxy up
     try:
         measuring = pgpathbench("clean", workspace=ws)
-        reader = spawn_pgpathbench("runs", workspace=ws)
+        reader = reader_held_in(ws)
         try:
-            # In the workspace: its share of the gate taken (its record alone is not enough: stopped
-            # between the two, `clean --all` would come first and it would wait, unnamed).
-            while not holds_flock(reader.pid, ws / GATE):
-                assert reader.poll() is None, reader.communicate()
-                time.sleep(0.01)
-            reader.send_signal(signal.SIGSTOP)
             refused = pgpathbench("clean", "--all", workspace=ws)
         finally:
             reader.send_signal(signal.SIGCONT)
