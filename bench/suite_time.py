@@ -21,10 +21,12 @@ of each figure; --save FILE keeps them as JSON. Exits 1 if a run failed or a med
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -84,13 +86,17 @@ def remove(dest: Path) -> None:
     shutil.rmtree(dest, ignore_errors=True)
 
 
+RUNNING: list[subprocess.Popen] = []   # the makes under way, each its own process group (stop_running)
+
+
 def make(dest: Path, target: str, log: Path, env: dict | None = None, on_line=None) -> tuple[int, float]:
     """`make TARGET` in dest, its output to log, each line with its second since the start (and each
     line of stdout, and of stderr with stream="err", to on_line); (exit code, seconds)."""
     t0 = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(["make", "-s", target], cwd=dest, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env={**os.environ, **(env or {})})
+                                text=True, env={**os.environ, **(env or {})}, start_new_session=True)
+        RUNNING.append(proc)
 
         def read(stream, name: str) -> None:
             for line in stream:
@@ -102,13 +108,25 @@ def make(dest: Path, target: str, log: Path, env: dict | None = None, on_line=No
         errors.start()
         try:
             read(proc.stdout, "out")
-        except BaseException:   # a Ctrl-C or SIGTERM here: make goes too, before its log closes
-            proc.terminate()
+        except BaseException:   # a Ctrl-C or SIGTERM here: every make under way stops, before its log closes
+            stop_running()
             raise
         finally:
             errors.join()
         rc = proc.wait()
+    RUNNING.remove(proc)
     return rc, time.monotonic() - t0
+
+
+def stop_running() -> None:
+    """SIGTERM to each running make's process group, then wait for them: pytest's controller and
+    workers tear their servers, namespaces and hosts down (tests/conftest.py, SuiteStop). A signal to
+    this script alone left both suites of a pair running (stop 74), and then a namespace of theirs."""
+    for proc in RUNNING:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in RUNNING:
+        proc.wait()
 
 
 # The demo's progress lines (stderr) that open and close its phases.
@@ -243,12 +261,20 @@ def main() -> int:
     # One folder per invocation: the next run's logs never overwrite a failed one's (stop 58 lost a pair's).
     logs = base / "suite-time-logs" / time.strftime("%Y%m%d-%H%M%S")
     logs.mkdir(parents=True, exist_ok=True)
-    for what in args.what.split(","):
-        for n in range(1, args.runs + 1):
-            run = {"test": run_test, "demo": run_demo}.get(what)
-            row = run(args.branch, base / f"fresh-suite-{n}", logs, n) if run else run_pair(args.branch, base, logs, n)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)   # as Ctrl-C: the runs under way are stopped
+    try:
+        for what in args.what.split(","):
+            for n in range(1, args.runs + 1):
+                run = {"test": run_test, "demo": run_demo}.get(what)
+                row = run(args.branch, base / f"fresh-suite-{n}", logs, n) if run else run_pair(args.branch, base, logs, n)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    except KeyboardInterrupt:
+        stop_running()
+        for dest in base.glob("fresh-suite-*"):
+            remove(dest)
+        print(f"suite_time: stopped; the runs under way ended, their clones removed; logs in {logs}", file=sys.stderr)
+        return 130
     found = medians(rows)
     for key, value in found.items():
         print(f"{'ok  ' if value < TARGETS[key] else 'FAIL'} median {key}: {value:.1f} s (target < {TARGETS[key]} s)")
