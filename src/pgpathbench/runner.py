@@ -332,27 +332,23 @@ class Runner:
 
     def _between_rounds(self, servers: Servers, study, envs: dict[str, StudyEnv], run_id: str, round_no: int,
                         phase: str, session: int) -> None:
-        """Probe every link, and check no one changed a proxy's toxics: a round measured through a
-        changed link is void (its measurements marked failed) and the run stops."""
+        """The round trip of every link and the study's own probes (an FDW hop), stored; then check no
+        one changed a proxy's toxics: a round measured through a changed link is void (its measurements
+        marked failed) and the run stops."""
         with self._servers_watched(servers, f"{phase} round {round_no}"):
-            self._probe(servers, study, envs, run_id, round_no, phase, session)
+            probes = servers.probe_links() + [p for env in envs.values() for p in study.probe(env)]
+        if probes:   # read against them; a write like every other of the store's (a full disk: one line)
+            with self._store_watched(f"the probing {phase} round {round_no}"):
+                self.store.add_probes(run_id, round_no, phase, session, probes)
+            if phase == "before":
+                self.progress.log("round %d links: %s" % (round_no, ", ".join(
+                    f"{p['link']} {p['median_ms']:.2f} ms" for p in probes)))
         changed = servers.check_links()
         if not changed:
             return
         why = f"emulated link changed by someone else {phase} round {round_no}: {'; '.join(changed)}"
         voided = self.store.void_round(run_id, study.name, round_no, session, why) if phase == "after" else 0
         raise _Stopped(why + (f"; the round's {voided} measurements are marked failed" if voided else ""))
-
-    def _probe(self, servers: Servers, study, envs: dict[str, StudyEnv], run_id: str, round_no: int, phase: str,
-               session: int) -> None:
-        """Round trips of every link before and after each round, and the study's own probes (an
-        FDW hop): results are read against them."""
-        probes = servers.probe_links() + [p for env in envs.values() for p in study.probe(env)]
-        if probes:
-            self.store.add_probes(run_id, round_no, phase, session, probes)
-            if phase == "before":
-                self.progress.log("round %d links: %s" % (round_no, ", ".join(
-                    f"{p['link']} {p['median_ms']:.2f} ms" for p in probes)))
 
     def _finish(self, run_id: str, status: str, clock: _Clock, extra: dict) -> None:
         total = clock.measure_s + clock.bookkeeping_s
