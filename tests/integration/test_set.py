@@ -83,7 +83,9 @@ def test_a_value_postgresql_refuses_is_refused_before_anything_is_written(worksp
 
 
 def test_a_session_setting_reaches_the_native_client_and_psql(workspace_root):
-    """statement_timeout=1 (ms) cancels every COPY of 200k rows, the client's and psql's: PGOPTIONS reached them."""
+    """statement_timeout=1 (ms) cancels every COPY of 200k rows, the client's and psql's: PGOPTIONS reached them.
+    PostgreSQL may name the cancel a user request: a timer that fired while the statement was parsed
+    is armed again before it is planned (start_xact_command), which clears its indicator (once in CI)."""
     res = pgpathbench("run", "interfaces-fidelity", "--preset", "quick", "--repeat", "1", "--tool", "reference,libpq",
                       "--workload", "copy", "--transport", "unix", "--set", "statement_timeout=0,1",
                       workspace=workspace_root)
@@ -92,7 +94,9 @@ def test_a_session_setting_reaches_the_native_client_and_psql(workspace_root):
     assert len(ms) == 4
     for m in ms:
         cancelled = m["dims"]["set.statement_timeout"] == "1"
-        assert m["ok"] is not cancelled and (not cancelled or "statement timeout" in m["error"]), m
+        assert m["ok"] is not cancelled, m
+        if cancelled:
+            assert re.search("canceling statement due to (statement timeout|user request)", m["error"]), m
 
 
 def test_a_postmaster_setting_restarts_the_servers_between_cases(workspace_root):
