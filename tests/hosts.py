@@ -90,6 +90,24 @@ class SshHost:
         sub = {"/home": "home", "/var/lib": "varlib"}[inside]
         return sorted(Path(top) / name for top, dirs, names in os.walk(self.dir / sub) for name in dirs + names)
 
+    def system_uids(self) -> range:
+        """The ids its system accounts get (its login.defs): the tool's account of a root login."""
+        defs = (self.dir / "etc" / "login.defs").read_text()
+        low, high = (int(re.search(rf"^SYS_UID_{k} (\d+)$", defs, re.M).group(1)) for k in ("MIN", "MAX"))
+        return range(low, high + 1)
+
+    def shared_memory(self) -> list[str]:
+        """System V segments and /dev/shm files its system accounts own: a PostgreSQL of theirs
+        killed there leaves them, in this machine's IPC (the hosts share it)."""
+        uids = self.system_uids()
+        rows = (line.split() for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:])
+        left = [f"System V segment {row[1]}" for row in rows if int(row[7]) in uids]
+        for path in Path("/dev/shm").iterdir():
+            with contextlib.suppress(FileNotFoundError):   # another suite's, removed meanwhile
+                if path.stat().st_uid in uids:
+                    left.append(str(path))
+        return left
+
     def ours(self) -> list[Path]:
         """What of pgpathbench lies on the host: its workspaces (a login's and root's). The host's
         own path is read, not ours to it (the suite's folder is named pgpathbench-tests-...)."""

@@ -300,6 +300,8 @@ def test_sigterm_removes_what_the_run_put_on_its_hosts(hosts, workspace_root):
     left = [str(p) for p in ours_on(hosts["a"]) + ours_on(hosts["b"])]
     assert not left, (err, left)
     assert "pgpathbench:" not in accounts(hosts["a"]) + accounts(hosts["b"])
+    # the killed initdb's postgres ended on its own (killed, its shared memory stayed: a pair of suites)
+    assert not hosts["a"].shared_memory() + hosts["b"].shared_memory()
     assert HostLedger(ws).entries() == []
 
 

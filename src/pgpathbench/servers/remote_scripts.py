@@ -202,18 +202,23 @@ done
 # removes, and leaves it): each process carrying the run's marker is killed, until none is left;
 # only in this shell's mount namespace: namespace hosts (the tests') share one pid namespace. One
 # grep reads every environment (-z: its entries end in NUL), test's -ef compares namespaces: no
-# process started for each of the host's processes.
+# process started for each of the host's processes. An initdb's postgres is spared two passes: once
+# its initdb is killed its input ends and it exits, freeing its shared memory (killed, its System V
+# segment and /dev/shm file would stay on the host: seen beside two suites).
 pass=0
 while [ $pass -lt 5 ]; do
-  found=
+  found=; spared=
   for f in $(grep -lzxsF -- {marker} /proc/[0-9]*/environ); do
     p=${{f%/environ}}
     [ "$p/ns/mnt" -ef /proc/$$/ns/mnt ] || continue
+    if [ $pass -lt 2 ] && [ "$(cat "$p/comm" 2>/dev/null)" = postgres ]; then
+      spared="$spared ${{p#/proc/}}"; continue
+    fi
     kill -KILL "${{p#/proc/}}" 2>/dev/null && found="$found ${{p#/proc/}}"
   done
-  [ -n "$found" ] || break
-  echo "killed$found"
-  for pid in $found; do   # gone, or a zombie: it writes nothing more
+  [ -n "$found$spared" ] || break
+  [ -z "$found" ] || echo "killed$found"
+  for pid in $found $spared; do   # gone, or a zombie: it writes nothing more
     i=0
     while [ $i -lt 50 ] && [ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" != Z ] && \
         [ -e "/proc/$pid/stat" ]; do sleep 0.1; i=$((i+1)); done
