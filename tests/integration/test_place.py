@@ -301,7 +301,7 @@ def test_sigterm_removes_what_the_run_put_on_its_hosts(hosts, workspace_root):
     assert not left, (err, left)
     assert "pgpathbench:" not in accounts(hosts["a"]) + accounts(hosts["b"])
     # the killed initdb's postgres ended on its own (killed, its shared memory stayed: a pair of suites)
-    assert not hosts["a"].shared_memory() + hosts["b"].shared_memory()
+    assert not hosts["a"].shared_memory() + hosts["b"].shared_memory(), err
     assert HostLedger(ws).entries() == []
 
 
