@@ -195,7 +195,7 @@ for data in $(sed -n 's/^server //p' "$led"); do
   pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null) || continue
   [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$data" ] || continue
   # initdb's standalone postgres (its lock file too) blocks SIGQUIT: left to the marker's pass below
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qE -- ' --(boot|single|check) ' && continue
+  grep -qzxsE -- '--(boot|single|check)' "/proc/$pid/cmdline" && continue
   kill -QUIT "$pid" 2>/dev/null
   i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
   kill -KILL "$pid" 2>/dev/null && echo "killed $pid" || echo "stopped $pid"
